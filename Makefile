@@ -1,0 +1,82 @@
+# One entry point over every Go module in the repository.
+#
+#   make test            go vet + go test -race in every module (GOWORK=off)
+#   make check           everything CI runs: the lint checks below, then test
+#   make test/cdi        one module (any target/<module> rule works the same)
+#   make tag MODULE=cdi VERSION=v0.1.0
+#
+# Workspace modules are the ones go.work uses. Compat modules (compat/*) are
+# test and benchmark harnesses that import k8s.io/kubernetes or reference
+# libraries; they stay outside go.work so that their dependency versions never
+# leak into the workspace, and are always built with GOWORK=off.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+
+MODULES := $(shell sed -n 's|^[[:space:]]*\./\([^[:space:]]*\)[[:space:]]*$$|\1|p' go.work)
+COMPAT_MODULES := $(patsubst %/go.mod,%,$(wildcard compat/*/go.mod))
+ALL_MODULES := $(MODULES) $(COMPAT_MODULES)
+
+# Flags for go test; CI keeps the defaults, developers may add -run or -count.
+TESTFLAGS ?=
+
+.PHONY: all test check lint vet workspace tidy-check fmt-check modcheck generate generate-check tag list-modules
+all: check
+
+list-modules:
+	@echo $(ALL_MODULES)
+
+test: $(addprefix test/,$(ALL_MODULES))
+
+test/%:
+	@echo "==> test $*"
+	cd $* && GOWORK=off $(GO) vet ./...
+	cd $* && GOWORK=off $(GO) test -race $(TESTFLAGS) ./...
+
+vet: $(addprefix vet/,$(ALL_MODULES))
+
+vet/%:
+	cd $* && GOWORK=off $(GO) vet ./...
+
+check: lint test
+
+lint: fmt-check modcheck tidy-check workspace generate-check
+
+fmt-check:
+	@echo "==> gofmt"
+	@out="$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+modcheck:
+	@echo "==> module versions and dependency agreement"
+	GOWORK=off $(GO) run scripts/modcheck/main.go
+
+tidy-check: $(addprefix tidy-check/,$(ALL_MODULES))
+
+tidy-check/%:
+	@echo "==> go mod tidy -diff $*"
+	cd $* && GOWORK=off $(GO) mod tidy -diff
+
+# The workspace must build and vet as one, not only module by module.
+workspace:
+	@echo "==> build and vet through go.work"
+	$(GO) build $(addsuffix /...,$(addprefix ./,$(MODULES)))
+	$(GO) vet $(addsuffix /...,$(addprefix ./,$(MODULES)))
+
+# Modules with generated code provide a "generate" target in their own
+# Makefile (see pluginmgr); generate-check fails when the committed output is
+# stale.
+GENERATED_MODULES := $(patsubst %/Makefile,%,$(wildcard */Makefile))
+
+generate: $(addprefix generate/,$(GENERATED_MODULES))
+
+generate/%:
+	$(MAKE) -C $* generate
+
+generate-check: generate
+	@if [ -n "$(GENERATED_MODULES)" ] && [ -n "$$(git status --porcelain -- $(GENERATED_MODULES))" ]; then \
+		echo "generated code is stale; run make generate and commit:"; git status --short -- $(GENERATED_MODULES); exit 1; fi
+
+tag:
+	scripts/tag.sh "$(MODULE)" "$(VERSION)"
