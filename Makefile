@@ -21,7 +21,7 @@ ALL_MODULES := $(MODULES) $(COMPAT_MODULES)
 # Flags for go test; CI keeps the defaults, developers may add -run or -count.
 TESTFLAGS ?=
 
-.PHONY: all test check lint vet workspace tidy-check fmt-check modcheck generate generate-check tag list-modules
+.PHONY: all test check lint vet workspace tidy-check fmt-check modcheck selftest generate generate-check tag list-modules
 all: check
 
 list-modules:
@@ -41,7 +41,7 @@ vet/%:
 
 check: lint test
 
-lint: fmt-check modcheck tidy-check workspace generate-check
+lint: fmt-check modcheck selftest tidy-check workspace generate-check
 
 fmt-check:
 	@echo "==> gofmt"
@@ -51,6 +51,11 @@ fmt-check:
 modcheck:
 	@echo "==> module versions and dependency agreement"
 	GOWORK=off $(GO) run scripts/modcheck/main.go
+
+# The checks above are code too: prove they catch what they claim to.
+selftest:
+	@echo "==> repository checks self test"
+	scripts/selftest.sh
 
 tidy-check: $(addprefix tidy-check/,$(ALL_MODULES))
 
