@@ -1,0 +1,73 @@
+// Package checkpoint mirrors the Go types of the kubelet device manager's
+// current checkpoint format (Kubernetes 1.20 and later: device IDs per NUMA
+// node) so that its checksum can be recomputed.
+//
+// The kubelet's checksum is FNV-32a over a go-spew "%#v" rendering of the
+// checkpoint data, and that rendering spells out the Go type names with their
+// package name. That is why this package is named checkpoint, and why its
+// types keep the kubelet's names, field order and field types: renaming or
+// reordering anything here silently changes every checksum.
+package checkpoint
+
+import (
+	"fmt"
+	"hash/fnv"
+
+	"github.com/davecgh/go-spew/spew"
+)
+
+// DevicesPerNUMA holds device IDs by NUMA node ID.
+type DevicesPerNUMA map[int64][]string
+
+// PodDevicesEntry is one container's devices of one resource.
+type PodDevicesEntry struct {
+	PodUID        string
+	ContainerName string
+	ResourceName  string
+	DeviceIDs     DevicesPerNUMA
+	AllocResp     []byte
+}
+
+// checkpointData stays unexported, like its kubelet counterpart, because the
+// rendering includes the type name and its spelling must match.
+type checkpointData struct {
+	PodDeviceEntries  []PodDevicesEntry
+	RegisteredDevices map[string][]string
+}
+
+// hashConfig is the rendering configuration the kubelet hashes with in this
+// format (k8s.io/utils/dump.ForHash).
+var hashConfig = &spew.ConfigState{
+	Indent:                  " ",
+	SortKeys:                true,
+	DisableMethods:          true,
+	SpewKeys:                true,
+	DisablePointerAddresses: true,
+	DisableCapacities:       true,
+}
+
+// Checksum returns the checksum the kubelet stores next to this data.
+func Checksum(entries []PodDevicesEntry, registered map[string][]string) uint64 {
+	data := checkpointData{PodDeviceEntries: entries, RegisteredDevices: registered}
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%v", hashConfig.Sprintf("%#v", data))
+	return uint64(h.Sum32())
+}
+
+// File is the whole checkpoint file as the kubelet marshals it to JSON.
+type File struct {
+	Data     checkpointData
+	Checksum uint64
+}
+
+// Entries returns the stored pod device entries.
+func (f *File) Entries() []PodDevicesEntry { return f.Data.PodDeviceEntries }
+
+// RegisteredDevices returns the stored device IDs by resource name.
+func (f *File) RegisteredDevices() map[string][]string { return f.Data.RegisteredDevices }
+
+// ComputeChecksum returns the checksum of the stored data, for comparison
+// with f.Checksum.
+func (f *File) ComputeChecksum() uint64 {
+	return Checksum(f.Data.PodDeviceEntries, f.Data.RegisteredDevices)
+}

@@ -1,0 +1,64 @@
+// Package checkpoint mirrors the Go types of the kubelet device manager's
+// checkpoint format before Kubernetes 1.20 (device IDs as a flat list) so that
+// its checksum can be recomputed.
+//
+// The types carry the names the kubelet used at the time (PodDevicesEntry,
+// checkpointData in a package named checkpoint), because the checksum is
+// FNV-32a over a go-spew "%#v" rendering that spells them out. The rendering
+// configuration also differs from the current format's: pointer addresses and
+// capacities were not yet disabled.
+package checkpoint
+
+import (
+	"hash/fnv"
+
+	"github.com/davecgh/go-spew/spew"
+)
+
+// PodDevicesEntry is one container's devices of one resource, without NUMA
+// affinity.
+type PodDevicesEntry struct {
+	PodUID        string
+	ContainerName string
+	ResourceName  string
+	DeviceIDs     []string
+	AllocResp     []byte
+}
+
+type checkpointData struct {
+	PodDeviceEntries  []PodDevicesEntry
+	RegisteredDevices map[string][]string
+}
+
+var hashConfig = spew.ConfigState{
+	Indent:         " ",
+	SortKeys:       true,
+	DisableMethods: true,
+	SpewKeys:       true,
+}
+
+// Checksum returns the checksum a pre-1.20 kubelet stored next to this data.
+func Checksum(entries []PodDevicesEntry, registered map[string][]string) uint64 {
+	data := checkpointData{PodDeviceEntries: entries, RegisteredDevices: registered}
+	h := fnv.New32a()
+	hashConfig.Fprintf(h, "%v", hashConfig.Sprintf("%#v", data))
+	return uint64(h.Sum32())
+}
+
+// File is the whole checkpoint file as the kubelet marshals it to JSON.
+type File struct {
+	Data     checkpointData
+	Checksum uint64
+}
+
+// Entries returns the stored pod device entries.
+func (f *File) Entries() []PodDevicesEntry { return f.Data.PodDeviceEntries }
+
+// RegisteredDevices returns the stored device IDs by resource name.
+func (f *File) RegisteredDevices() map[string][]string { return f.Data.RegisteredDevices }
+
+// ComputeChecksum returns the checksum of the stored data, for comparison
+// with f.Checksum.
+func (f *File) ComputeChecksum() uint64 {
+	return Checksum(f.Data.PodDeviceEntries, f.Data.RegisteredDevices)
+}
