@@ -1,0 +1,511 @@
+package claimcache
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/dranode/dranode/checkpoint"
+)
+
+// Cache is the durable record of prepared claims in one directory. All
+// methods are safe for concurrent use. Operations on different claims run in
+// parallel and share the journal's fsyncs; operations on one claim run one at
+// a time, each checked against that claim's durable state.
+type Cache struct {
+	journal *checkpoint.Journal[record]
+	bootID  string
+
+	// claimLocks serializes operations per claim UID, and StartPrepare per
+	// namespace/name (so that two UIDs cannot both take one name).
+	claimLocks keyedMutex
+
+	// life is read-held by every operation that writes, so that Close waits
+	// for them instead of closing the journal under them.
+	life   sync.RWMutex
+	closed bool // guarded by life
+
+	mu      sync.RWMutex
+	entries map[string]*record // by UID; the durable state; records are never modified in place
+	byName  map[string]string  // namespace/name → UID
+}
+
+// RestoreReport says what Open found.
+type RestoreReport struct {
+	// Entries is the number of claims restored.
+	Entries int
+	// RebootDetected: some entries were recorded in another boot than the
+	// current one; they are Stale and none of them counts as prepared.
+	RebootDetected bool
+	// Interrupted lists the entries a crash left in PrepareStarted or
+	// UnprepareStarted: roll each back (StartUnprepare, driver, Remove) or
+	// finish it. Sorted by namespace, name, UID.
+	Interrupted []Entry
+	// NoLongerPrepared lists the entries that were Prepared in an earlier
+	// boot; their devices are recorded so that they can be unprepared, and
+	// the next StartPrepare prepares them again.
+	NoLongerPrepared []Entry
+}
+
+type options struct {
+	journal []checkpoint.Option
+}
+
+// Option configures Open.
+type Option func(*options)
+
+// WithJournalOptions passes options to the underlying checkpoint journal, for
+// example checkpoint.WithCorruptPolicy.
+func WithJournalOptions(opts ...checkpoint.Option) Option {
+	return func(o *options) { o.journal = append(o.journal, opts...) }
+}
+
+// BootIDPath is where Linux publishes the ID of the current boot.
+const BootIDPath = "/proc/sys/kernel/random/boot_id"
+
+// ReadBootID returns the current boot's ID from BootIDPath.
+func ReadBootID() (string, error) {
+	b, err := os.ReadFile(BootIDPath)
+	if err != nil {
+		return "", fmt.Errorf("claimcache: read boot ID: %w", err)
+	}
+	id := strings.TrimSpace(string(b))
+	if id == "" {
+		return "", fmt.Errorf("claimcache: read boot ID: %s is empty", BootIDPath)
+	}
+	return id, nil
+}
+
+// Open restores the record stored in dir (creating it if needed) and takes
+// its lock; bootID is the current boot (see ReadBootID). Entries recorded in
+// another boot are reported and marked Stale. A record that cannot be read is
+// an error, never silently dropped.
+func Open(dir, bootID string, opts ...Option) (*Cache, *RestoreReport, error) {
+	if bootID == "" {
+		return nil, nil, invalidf("open %s: empty boot ID", dir)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	j, err := checkpoint.OpenJournal[record](dir, storeSchema(), o.journal...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claimcache: open %s: %w", dir, err)
+	}
+	c := &Cache{
+		journal: j,
+		bootID:  bootID,
+		entries: make(map[string]*record),
+		byName:  make(map[string]string),
+	}
+	report := &RestoreReport{}
+	for key, r := range j.Snapshot() {
+		if err := r.check(key); err != nil {
+			j.Close()
+			return nil, nil, fmt.Errorf("claimcache: open %s: %w", dir, err)
+		}
+		if other, dup := c.byName[r.ref().nameKey()]; dup {
+			j.Close()
+			return nil, nil, fmt.Errorf("claimcache: open %s: %w: claims %s and %s both named %s", dir, ErrBadRecord, other, r.UID, r.ref().nameKey())
+		}
+		c.entries[key] = &r
+		c.byName[r.ref().nameKey()] = key
+		e := r.entry(bootID)
+		if e.Stale {
+			report.RebootDetected = true
+		}
+		switch {
+		case r.State == PrepareStarted || r.State == UnprepareStarted:
+			report.Interrupted = append(report.Interrupted, e)
+		case e.Stale:
+			report.NoLongerPrepared = append(report.NoLongerPrepared, e)
+		}
+	}
+	report.Entries = len(c.entries)
+	sortEntries(report.Interrupted)
+	sortEntries(report.NoLongerPrepared)
+	return c, report, nil
+}
+
+// Close waits for operations in flight and releases the directory.
+func (c *Cache) Close() error {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if err := c.journal.Close(); err != nil {
+		return fmt.Errorf("claimcache: close: %w", err)
+	}
+	return nil
+}
+
+// BootID returns the boot the Cache was opened in.
+func (c *Cache) BootID() string { return c.bootID }
+
+// Fsyncs returns the fsync calls made by the underlying journal since Open.
+func (c *Cache) Fsyncs() uint64 { return c.journal.Fsyncs() }
+
+// Len returns the number of recorded claims.
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.entries)
+}
+
+// Get returns the entry of the claim with this UID, or an error matching
+// ErrNotFound.
+func (c *Cache) Get(uid string) (Entry, error) {
+	c.mu.RLock()
+	r := c.entries[uid]
+	c.mu.RUnlock()
+	if r == nil {
+		return Entry{}, notFound(uid)
+	}
+	return r.entry(c.bootID), nil
+}
+
+// Lookup returns the entry of the claim ref names. When ref's namespace and
+// name are recorded under another UID the error is a *UIDMismatchError;
+// when ref's UID is recorded under another name the error matches
+// ErrInvalidArgument; when neither is recorded it matches ErrNotFound.
+func (c *Cache) Lookup(ref ClaimRef) (Entry, error) {
+	if err := ref.validate(); err != nil {
+		return Entry{}, err
+	}
+	c.mu.RLock()
+	r := c.entries[ref.UID]
+	otherUID, named := c.byName[ref.nameKey()]
+	c.mu.RUnlock()
+	switch {
+	case r != nil && r.ref() != ref:
+		return Entry{}, invalidf("claim uid %s is recorded as %s/%s, not %s/%s", ref.UID, r.Namespace, r.Name, ref.Namespace, ref.Name)
+	case r != nil:
+		return r.entry(c.bootID), nil
+	case named:
+		return Entry{}, &UIDMismatchError{Namespace: ref.Namespace, Name: ref.Name, RecordedUID: otherUID, RequestedUID: ref.UID}
+	}
+	return Entry{}, notFound(ref.UID)
+}
+
+// LookupName returns the entry recorded under a namespace and name, whatever
+// its UID, or an error matching ErrNotFound.
+func (c *Cache) LookupName(namespace, name string) (Entry, error) {
+	key := ClaimRef{Namespace: namespace, Name: name}.nameKey()
+	c.mu.RLock()
+	var r *record
+	if uid, ok := c.byName[key]; ok {
+		r = c.entries[uid]
+	}
+	c.mu.RUnlock()
+	if r == nil {
+		return Entry{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	return r.entry(c.bootID), nil
+}
+
+// List returns every entry, sorted by namespace, name and UID.
+func (c *Cache) List() []Entry {
+	c.mu.RLock()
+	recs := make([]*record, 0, len(c.entries))
+	for _, r := range c.entries {
+		recs = append(recs, r)
+	}
+	c.mu.RUnlock()
+	out := make([]Entry, len(recs))
+	for i, r := range recs {
+		out[i] = r.entry(c.bootID)
+	}
+	sortEntries(out)
+	return out
+}
+
+func sortEntries(es []Entry) {
+	slices.SortFunc(es, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(a.Claim.Namespace, b.Claim.Namespace), cmp.Compare(a.Claim.Name, b.Claim.Name), cmp.Compare(a.Claim.UID, b.Claim.UID))
+	})
+}
+
+// StartPrepare durably records that the claim is about to be prepared in
+// the current boot, with podUID (if not empty) among its pods. It is allowed
+// for a new claim, for one left in PrepareStarted (a retry), and for a Stale
+// Prepared claim (the node rebooted: prepare again). Devices recorded before
+// are kept until FinishPrepare replaces them, so a failed prepare can still be
+// unprepared. A claim already prepared in this boot, or being unprepared, is
+// a *TransitionError; another UID under the same namespace and name is a
+// *UIDMismatchError.
+func (c *Cache) StartPrepare(ref ClaimRef, podUID string) (Entry, error) {
+	if err := ref.validate(); err != nil {
+		return Entry{}, err
+	}
+	unlockName := c.claimLocks.lock("name\x00" + ref.nameKey())
+	defer unlockName()
+	return c.change(ref.UID, OpStartPrepare, func(cur *record) (*record, error) {
+		c.mu.RLock()
+		owner, named := c.byName[ref.nameKey()]
+		c.mu.RUnlock()
+		if named && owner != ref.UID {
+			return nil, &UIDMismatchError{Namespace: ref.Namespace, Name: ref.Name, RecordedUID: owner, RequestedUID: ref.UID}
+		}
+		if cur == nil {
+			next := &record{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, State: PrepareStarted, BootID: c.bootID}
+			if podUID != "" {
+				next.addPod(podUID)
+			}
+			return next, nil
+		}
+		if cur.ref() != ref {
+			return nil, invalidf("claim uid %s is recorded as %s/%s, not %s/%s", ref.UID, cur.Namespace, cur.Name, ref.Namespace, ref.Name)
+		}
+		stale := cur.BootID != c.bootID
+		switch {
+		case cur.State == PrepareStarted, cur.State == Prepared && stale:
+		default:
+			return nil, &TransitionError{UID: ref.UID, From: cur.State, Stale: stale, Op: OpStartPrepare}
+		}
+		next := cur.clone()
+		next.State = PrepareStarted
+		next.BootID = c.bootID
+		if podUID != "" {
+			next.addPod(podUID)
+		}
+		return next, nil
+	})
+}
+
+// FinishPrepare durably records what the drivers prepared (per driver name,
+// the devices with their CDI device IDs) and moves the claim from
+// PrepareStarted to Prepared. Only a claim whose StartPrepare ran in this
+// boot can finish.
+func (c *Cache) FinishPrepare(uid string, drivers map[string][]Device) (Entry, error) {
+	if uid == "" {
+		return Entry{}, invalidf("FinishPrepare: empty UID")
+	}
+	if err := validateDrivers(uid, drivers); err != nil {
+		return Entry{}, err
+	}
+	return c.change(uid, OpFinishPrepare, func(cur *record) (*record, error) {
+		if cur == nil {
+			return nil, notFound(uid)
+		}
+		stale := cur.BootID != c.bootID
+		if cur.State != PrepareStarted || stale {
+			return nil, &TransitionError{UID: uid, From: cur.State, Stale: stale, Op: OpFinishPrepare}
+		}
+		next := cur.clone()
+		next.State = Prepared
+		next.setDrivers(drivers)
+		return next, nil
+	})
+}
+
+// StartUnprepare durably records that the claim is about to be unprepared
+// and returns its entry, whose Drivers are what to hand each driver. It is
+// allowed from every state and in every boot (a retry of an interrupted
+// unprepare changes nothing); an unknown UID matches ErrNotFound, which an
+// Unprepare call treats as done.
+func (c *Cache) StartUnprepare(uid string) (Entry, error) {
+	if uid == "" {
+		return Entry{}, invalidf("StartUnprepare: empty UID")
+	}
+	return c.change(uid, OpStartUnprepare, func(cur *record) (*record, error) {
+		if cur == nil {
+			return nil, notFound(uid)
+		}
+		next := cur.clone()
+		next.State = UnprepareStarted
+		return next, nil
+	})
+}
+
+// Remove durably drops the entry of a claim in UnprepareStarted, once the
+// drivers unprepared it.
+func (c *Cache) Remove(uid string) error {
+	if uid == "" {
+		return invalidf("Remove: empty UID")
+	}
+	_, err := c.change(uid, OpRemove, func(cur *record) (*record, error) {
+		if cur == nil {
+			return nil, notFound(uid)
+		}
+		if cur.State != UnprepareStarted {
+			return nil, &TransitionError{UID: uid, From: cur.State, Stale: cur.BootID != c.bootID, Op: OpRemove}
+		}
+		return nil, nil
+	})
+	return err
+}
+
+// AddPod durably adds a pod to the claim's references. It is allowed in
+// PrepareStarted and Prepared; adding a pod already referenced writes
+// nothing.
+func (c *Cache) AddPod(uid, podUID string) (Entry, error) {
+	if uid == "" || podUID == "" {
+		return Entry{}, invalidf("AddPod: empty claim UID (%q) or pod UID (%q)", uid, podUID)
+	}
+	return c.change(uid, OpAddPod, func(cur *record) (*record, error) {
+		if cur == nil {
+			return nil, notFound(uid)
+		}
+		if cur.State == UnprepareStarted {
+			return nil, &TransitionError{UID: uid, From: cur.State, Stale: cur.BootID != c.bootID, Op: OpAddPod}
+		}
+		next := cur.clone()
+		next.addPod(podUID)
+		return next, nil
+	})
+}
+
+// RemovePod durably drops a pod from the claim's references, in any state;
+// the returned entry tells whether any pod is left. Removing a pod that is
+// not referenced writes nothing.
+func (c *Cache) RemovePod(uid, podUID string) (Entry, error) {
+	if uid == "" || podUID == "" {
+		return Entry{}, invalidf("RemovePod: empty claim UID (%q) or pod UID (%q)", uid, podUID)
+	}
+	return c.change(uid, OpRemovePod, func(cur *record) (*record, error) {
+		if cur == nil {
+			return nil, notFound(uid)
+		}
+		next := cur.clone()
+		next.removePod(podUID)
+		return next, nil
+	})
+}
+
+// change runs one operation on one claim: under the claim's lock it decides
+// the next record from the durable current one (nil: delete), makes it
+// durable, and only then publishes it in memory.
+func (c *Cache) change(uid string, op Op, decide func(cur *record) (next *record, err error)) (Entry, error) {
+	unlock := c.claimLocks.lock("uid\x00" + uid)
+	defer unlock()
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed {
+		return Entry{}, fmt.Errorf("claimcache: %s %s: %w", op, uid, ErrClosed)
+	}
+
+	c.mu.RLock()
+	cur := c.entries[uid]
+	c.mu.RUnlock()
+	next, err := decide(cur)
+	if err != nil {
+		return Entry{}, err
+	}
+	switch {
+	case next == nil:
+		if err := c.journal.Delete(uid); err != nil {
+			return Entry{}, fmt.Errorf("claimcache: %s %s: %w", op, uid, err)
+		}
+	case cur != nil && cur.equal(next):
+		return cur.entry(c.bootID), nil // nothing to make durable
+	default:
+		if err := c.journal.Put(uid, *next); err != nil {
+			return Entry{}, fmt.Errorf("claimcache: %s %s: %w", op, uid, err)
+		}
+	}
+
+	c.mu.Lock()
+	if next == nil {
+		delete(c.entries, uid)
+		delete(c.byName, cur.ref().nameKey())
+	} else {
+		c.entries[uid] = next
+		c.byName[next.ref().nameKey()] = uid
+	}
+	c.mu.Unlock()
+	if next == nil {
+		return Entry{}, nil
+	}
+	return next.entry(c.bootID), nil
+}
+
+// Gone lists the entries whose claim no longer exists according to exists
+// (typically a lookup in the API server by namespace, name and UID). Its
+// errors stop the listing and are returned wrapped.
+func (c *Cache) Gone(exists func(ClaimRef) (bool, error)) ([]Entry, error) {
+	recs, err := c.gone(exists)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, len(recs))
+	for i, r := range recs {
+		out[i] = r.entry(c.bootID)
+	}
+	sortEntries(out)
+	return out, nil
+}
+
+func (c *Cache) gone(exists func(ClaimRef) (bool, error)) ([]*record, error) {
+	c.mu.RLock()
+	recs := make([]*record, 0, len(c.entries))
+	for _, r := range c.entries {
+		recs = append(recs, r)
+	}
+	c.mu.RUnlock()
+	var gone []*record
+	for _, r := range recs {
+		ok, err := exists(r.ref())
+		if err != nil {
+			return nil, fmt.Errorf("claimcache: garbage collection: does %s exist: %w", r.ref(), err)
+		}
+		if !ok {
+			gone = append(gone, r)
+		}
+	}
+	return gone, nil
+}
+
+// DropGone durably removes, in one atomic batch, the entries whose claim no
+// longer exists and returns them. It forgets devices without unpreparing
+// them: use it for entries known to hold nothing (e.g. Stale ones after a
+// reboot), and Gone followed by StartUnprepare, the driver and Remove for
+// the rest. exists is called without any lock held; an entry changed by
+// another operation meanwhile is kept and left to the next collection.
+func (c *Cache) DropGone(exists func(ClaimRef) (bool, error)) ([]Entry, error) {
+	candidates, err := c.gone(exists)
+	if err != nil {
+		return nil, err
+	}
+	// Lock in UID order: the only place that holds several claim locks.
+	slices.SortFunc(candidates, func(a, b *record) int { return cmp.Compare(a.UID, b.UID) })
+	for _, r := range candidates {
+		unlock := c.claimLocks.lock("uid\x00" + r.UID)
+		defer unlock()
+	}
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed {
+		return nil, fmt.Errorf("claimcache: garbage collection: %w", ErrClosed)
+	}
+	var drop []*record
+	var changes []checkpoint.Change[record]
+	c.mu.RLock()
+	for _, r := range candidates {
+		if c.entries[r.UID] == r { // untouched since exists was asked
+			drop = append(drop, r)
+			changes = append(changes, checkpoint.Change[record]{Key: r.UID, Delete: true})
+		}
+	}
+	c.mu.RUnlock()
+	if len(changes) == 0 {
+		return nil, nil
+	}
+	if err := c.journal.Commit(changes...); err != nil {
+		return nil, fmt.Errorf("claimcache: garbage collection: drop %d entries: %w", len(changes), err)
+	}
+	out := make([]Entry, len(drop))
+	c.mu.Lock()
+	for i, r := range drop {
+		delete(c.entries, r.UID)
+		delete(c.byName, r.ref().nameKey())
+		out[i] = r.entry(c.bootID)
+	}
+	c.mu.Unlock()
+	sortEntries(out)
+	return out, nil
+}

@@ -1,0 +1,231 @@
+package claimcache
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/dranode/dranode/checkpoint"
+)
+
+// The stored format. It is separate from Entry so that the public type can
+// grow without changing what is on disk, and every change of what is on disk
+// comes with a migration.
+const (
+	schemaKind    = "dranode.io/claimcache"
+	formatVersion = 1
+)
+
+// storeSchema is the journal schema: the kind, format v1, and the upgrade
+// from the v0 layout.
+func storeSchema() checkpoint.Schema {
+	return checkpoint.Schema{
+		Kind:    schemaKind,
+		Version: formatVersion,
+		Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){
+			0: migrateV0ToV1,
+		},
+	}
+}
+
+// record is format v1 of one claim's journal value (key: the claim UID).
+// Records in a Cache are never changed in place: an operation builds a new
+// one, so readers may hold a pointer without a lock.
+type record struct {
+	Namespace string         `json:"namespace"`
+	Name      string         `json:"name"`
+	UID       string         `json:"uid"`
+	State     State          `json:"state"`
+	BootID    string         `json:"bootID"`
+	PodUIDs   []string       `json:"podUIDs,omitempty"`
+	Drivers   []driverRecord `json:"drivers,omitempty"` // sorted by Driver
+}
+
+type driverRecord struct {
+	Driver  string         `json:"driver"`
+	Devices []deviceRecord `json:"devices"`
+}
+
+type deviceRecord struct {
+	Pool         string   `json:"pool"`
+	Device       string   `json:"device"`
+	Requests     []string `json:"requests,omitempty"`
+	ShareID      string   `json:"shareID,omitempty"`
+	CDIDeviceIDs []string `json:"cdiDeviceIDs,omitempty"`
+}
+
+func (r *record) ref() ClaimRef { return ClaimRef{Namespace: r.Namespace, Name: r.Name, UID: r.UID} }
+
+// clone returns a deep copy for an operation to change.
+func (r *record) clone() *record {
+	out := *r
+	out.PodUIDs = slices.Clone(r.PodUIDs)
+	out.Drivers = make([]driverRecord, len(r.Drivers))
+	for i, d := range r.Drivers {
+		out.Drivers[i] = driverRecord{Driver: d.Driver, Devices: make([]deviceRecord, len(d.Devices))}
+		for k, dev := range d.Devices {
+			dev.Requests = slices.Clone(dev.Requests)
+			dev.CDIDeviceIDs = slices.Clone(dev.CDIDeviceIDs)
+			out.Drivers[i].Devices[k] = dev
+		}
+	}
+	if len(out.Drivers) == 0 {
+		out.Drivers = nil
+	}
+	return &out
+}
+
+func (r *record) hasPod(pod string) bool {
+	_, found := slices.BinarySearch(r.PodUIDs, pod)
+	return found
+}
+
+func (r *record) addPod(pod string) {
+	if i, found := slices.BinarySearch(r.PodUIDs, pod); !found {
+		r.PodUIDs = slices.Insert(r.PodUIDs, i, pod)
+	}
+}
+
+func (r *record) removePod(pod string) {
+	if i, found := slices.BinarySearch(r.PodUIDs, pod); found {
+		r.PodUIDs = slices.Delete(r.PodUIDs, i, i+1)
+	}
+	if len(r.PodUIDs) == 0 {
+		r.PodUIDs = nil
+	}
+}
+
+func (r *record) setDrivers(drivers map[string][]Device) {
+	r.Drivers = nil
+	for name, devs := range drivers {
+		dr := driverRecord{Driver: name, Devices: make([]deviceRecord, len(devs))}
+		for i, d := range devs {
+			dr.Devices[i] = deviceRecord{
+				Pool:         d.Pool,
+				Device:       d.Device,
+				Requests:     slices.Clone(d.Requests),
+				ShareID:      d.ShareID,
+				CDIDeviceIDs: slices.Clone(d.CDIDeviceIDs),
+			}
+		}
+		r.Drivers = append(r.Drivers, dr)
+	}
+	slices.SortFunc(r.Drivers, func(a, b driverRecord) int { return cmp.Compare(a.Driver, b.Driver) })
+}
+
+// entry copies the record out for a caller.
+func (r *record) entry(currentBoot string) Entry {
+	e := Entry{
+		Claim:   r.ref(),
+		State:   r.State,
+		PodUIDs: slices.Clone(r.PodUIDs),
+		BootID:  r.BootID,
+		Stale:   r.BootID != currentBoot,
+	}
+	if len(r.Drivers) > 0 {
+		e.Drivers = make(map[string][]Device, len(r.Drivers))
+		for _, d := range r.Drivers {
+			devs := make([]Device, len(d.Devices))
+			for i, dev := range d.Devices {
+				devs[i] = Device{
+					Pool:         dev.Pool,
+					Device:       dev.Device,
+					Requests:     slices.Clone(dev.Requests),
+					ShareID:      dev.ShareID,
+					CDIDeviceIDs: slices.Clone(dev.CDIDeviceIDs),
+				}
+			}
+			e.Drivers[d.Driver] = devs
+		}
+	}
+	return e
+}
+
+// equal reports whether two records store the same thing, to skip writes
+// that would change nothing.
+func (r *record) equal(o *record) bool {
+	a, errA := json.Marshal(r)
+	b, errB := json.Marshal(o)
+	return errA == nil && errB == nil && bytes.Equal(a, b)
+}
+
+// check validates a restored record against its journal key.
+func (r *record) check(key string) error {
+	bad := func(reason string, args ...any) error {
+		return fmt.Errorf("%w: record %q: %s", ErrBadRecord, key, fmt.Sprintf(reason, args...))
+	}
+	switch {
+	case r.UID != key:
+		return bad("uid %q does not match its key", r.UID)
+	case r.Namespace == "" || r.Name == "":
+		return bad("empty namespace or name")
+	case !r.State.valid():
+		return bad("unknown state %q", r.State)
+	case r.BootID == "":
+		return bad("empty boot ID")
+	case !slices.IsSorted(r.PodUIDs):
+		return bad("pod UIDs not sorted")
+	}
+	for _, d := range r.Drivers {
+		if d.Driver == "" {
+			return bad("empty driver name")
+		}
+		for _, dev := range d.Devices {
+			if dev.Pool == "" || dev.Device == "" {
+				return bad("driver %s: device without pool or name", d.Driver)
+			}
+		}
+	}
+	return nil
+}
+
+// recordV0 is the layout before format v1: no lifecycle state (a record
+// meant "prepared") and one flat device list tagged with driver names.
+// Nothing ever wrote it; it exists to prove that stored records can be
+// upgraded before a real format change needs it.
+type recordV0 struct {
+	ClaimUID  string     `json:"claimUID"`
+	ClaimName string     `json:"claimName"`
+	Namespace string     `json:"namespace"`
+	PodUIDs   []string   `json:"podUIDs"`
+	BootID    string     `json:"bootID"`
+	Devices   []deviceV0 `json:"devices"`
+}
+
+type deviceV0 struct {
+	DriverName   string   `json:"driverName"`
+	PoolName     string   `json:"poolName"`
+	DeviceName   string   `json:"deviceName"`
+	RequestNames []string `json:"requestNames"`
+	CDIDevices   []string `json:"cdiDevices"`
+}
+
+func migrateV0ToV1(raw json.RawMessage) (json.RawMessage, error) {
+	var old recordV0
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&old); err != nil {
+		return nil, fmt.Errorf("claimcache: upgrade record from format 0: %w", err)
+	}
+	r := record{
+		Namespace: old.Namespace,
+		Name:      old.ClaimName,
+		UID:       old.ClaimUID,
+		State:     Prepared,
+		BootID:    old.BootID,
+		PodUIDs:   slices.Compact(slices.Sorted(slices.Values(old.PodUIDs))),
+	}
+	drivers := map[string][]Device{}
+	for _, d := range old.Devices {
+		if d.DriverName == "" {
+			return nil, fmt.Errorf("claimcache: upgrade record %s from format 0: device %s/%s has no driver name", old.ClaimUID, d.PoolName, d.DeviceName)
+		}
+		drivers[d.DriverName] = append(drivers[d.DriverName], Device{
+			Pool: d.PoolName, Device: d.DeviceName, Requests: d.RequestNames, CDIDeviceIDs: d.CDIDevices,
+		})
+	}
+	r.setDrivers(drivers)
+	return json.Marshal(r)
+}
