@@ -1,0 +1,126 @@
+package cdi
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// goldenMinimum is the minimum version of each golden spec in
+// testdata/specs: each file uses the features of its own version, except
+// 0.8.0 and 1.0.0, which added none.
+var goldenMinimum = map[string]string{
+	"v0.3.0.json": "0.3.0",
+	"v0.4.0.json": "0.4.0",
+	"v0.5.0.json": "0.5.0",
+	"v0.6.0.json": "0.6.0",
+	"v0.7.0.json": "0.7.0",
+	"v0.8.0.json": "0.7.0",
+	"v1.0.0.json": "0.6.0",
+	"v1.1.0.json": "1.1.0",
+}
+
+func TestGoldenSpecsRoundTrip(t *testing.T) {
+	files, err := filepath.Glob("testdata/specs/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(goldenMinimum) {
+		t.Fatalf("found %d golden specs, want %d: %v", len(files), len(goldenMinimum), files)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			in, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, err := DecodeSpec(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := spec.Validate(); err != nil {
+				t.Errorf("golden spec invalid: %v", err)
+			}
+			if got, want := MinimumVersion(spec), goldenMinimum[filepath.Base(file)]; got != want {
+				t.Errorf("MinimumVersion = %s, want %s", got, want)
+			}
+			out, err := spec.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !jsonEqual(t, in, out) {
+				t.Errorf("round trip changed the spec:\n in: %s\nout: %s", in, out)
+			}
+		})
+	}
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var va, vb any
+	if err := json.Unmarshal(a, &va); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &vb); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+func TestDecodeSpecStrict(t *testing.T) {
+	const good = `{"cdiVersion":"0.3.0","kind":"a/b","devices":[{"name":"d","containerEdits":{"env":["A=1"]}}]}`
+	if _, err := DecodeSpec([]byte(good)); err != nil {
+		t.Fatalf("good spec rejected: %v", err)
+	}
+	tests := []struct {
+		name, input string
+		want        error
+		path        string
+	}{
+		{"unknown top-level field", `{"cdiVersion":"0.3.0","kind":"a/b","devices":[],"extra":1}`, ErrUnknownField, "extra"},
+		{"miscased field", `{"CDIVersion":"0.3.0","kind":"a/b","devices":[]}`, ErrUnknownField, "CDIVersion"},
+		{"unknown device-node field", `{"kind":"a/b","devices":[{"name":"d","containerEdits":{"deviceNodes":[{"path":"/x","mode":1}]}}]}`,
+			ErrUnknownField, "devices[0].containerEdits.deviceNodes[0].mode"},
+		{"unknown hook field", `{"kind":"a/b","containerEdits":{"hooks":[{"hookName":"prestart","path":"/x","timeOut":1}]}}`,
+			ErrUnknownField, "containerEdits.hooks[0].timeOut"},
+		{"duplicate field", `{"kind":"a/b","kind":"c/d"}`, ErrDuplicateField, "kind"},
+		{"duplicate annotation", `{"kind":"a/b","annotations":{"x":"1","x":"2"}}`, ErrDuplicateField, "annotations.x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec, err := DecodeSpec([]byte(tt.input))
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, %v; want %v", spec, err, tt.want)
+			}
+			var de *DecodeError
+			if !errors.As(err, &de) || de.Path != tt.path {
+				t.Fatalf("error %v: want a *DecodeError at %q", err, tt.path)
+			}
+		})
+	}
+	for _, bad := range []string{``, `{`, `[]`, `{"kind":1}`, `{"devices":[{"containerEdits":{"deviceNodes":[{"major":"1"}]}}]}`, `{"kind":"a/b"} x`} {
+		if _, err := DecodeSpec([]byte(bad)); err == nil {
+			t.Errorf("DecodeSpec(%q) accepted malformed input", bad)
+		}
+	}
+}
+
+// Fields the schema lets be free-form (annotations) keep any key, and
+// spec-level edits that are empty are left out, not written as {}.
+func TestEncodeNormalizes(t *testing.T) {
+	spec, err := DecodeSpec([]byte(`{"cdiVersion":"0.6.0","kind":"a/b","annotations":{"Any Key!":"v"},"devices":[{"name":"d","containerEdits":{"env":["A=1"]}}],"containerEdits":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := spec.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), `"containerEdits": {}`) || !strings.Contains(string(out), `"Any Key!": "v"`) {
+		t.Errorf("unexpected encoding:\n%s", out)
+	}
+}

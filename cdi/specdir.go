@@ -1,0 +1,212 @@
+package cdi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// SpecFileMode is the mode of spec files SpecDir writes. Specs are not
+// secret, and runtimes or tools running as other users read them.
+const SpecFileMode fs.FileMode = 0o644
+
+// ErrInvalidClaimUID is matched by errors for a claim UID that cannot name a
+// spec file.
+var ErrInvalidClaimUID = errors.New("invalid claim UID for a CDI spec file name")
+
+// TransientSpecFileName returns the file name of the spec for one claim:
+// "<vendor>-<class>_<claimUID>.json", with any "/" in claimUID replaced by
+// "_", the convention runtimes and other drivers use for transient specs.
+func TransientSpecFileName(vendor, class, claimUID string) string {
+	return vendor + "-" + class + "_" + strings.ReplaceAll(claimUID, "/", "_") + ".json"
+}
+
+// SpecDir is a directory of CDI spec files that a runtime loads (usually
+// /var/run/cdi), holding one transient spec per claim and driver.
+//
+// Its methods are safe for concurrent use on different claims; writing and
+// removing the same claim's spec concurrently leaves one of the two results.
+type SpecDir struct {
+	// Path is the directory; Write creates it (mode 0755) when missing.
+	Path string
+}
+
+// Write validates spec and stores it as the transient spec of claimUID,
+// replacing an earlier one. The file appears whole or not at all, and is
+// durable when Write returns: it is written to a temporary file in the same
+// directory, synced, renamed into place, and the directory is synced. The
+// temporary file's name does not end in ".json", so runtimes never load a
+// half-written spec. Write returns the file's path.
+func (d SpecDir) Write(spec *Spec, claimUID string) (string, error) {
+	if err := checkClaimUID(claimUID); err != nil {
+		return "", err
+	}
+	if err := spec.Validate(); err != nil {
+		return "", err
+	}
+	vendor, class, _ := ParseKind(spec.Kind) // valid: Validate checked it
+	data, err := spec.Encode()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(d.Path, 0o755); err != nil {
+		return "", fmt.Errorf("cdi: creating spec directory: %w", err)
+	}
+	name := TransientSpecFileName(vendor, class, claimUID)
+	path := filepath.Join(d.Path, name)
+	if err := writeFileAtomic(d.Path, name, data); err != nil {
+		return "", fmt.Errorf("cdi: writing spec %s: %w", path, err)
+	}
+	return path, nil
+}
+
+func checkClaimUID(uid string) error {
+	switch {
+	case uid == "":
+		return fmt.Errorf("%w: empty", ErrInvalidClaimUID)
+	case strings.ContainsRune(uid, 0):
+		return fmt.Errorf("%w: %q contains a NUL byte", ErrInvalidClaimUID, uid)
+	}
+	return nil
+}
+
+func writeFileAtomic(dir, name string, data []byte) (err error) {
+	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	// CreateTemp makes 0600 files; set the mode explicitly so the umask
+	// does not decide who can read the spec.
+	if err = tmp.Chmod(SpecFileMode); err != nil {
+		return err
+	}
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename or removal in dir durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Remove deletes the transient spec of claimUID. A spec that does not exist
+// is not an error: Unprepare may run twice, or after a reboot emptied the
+// directory.
+func (d SpecDir) Remove(vendor, class, claimUID string) error {
+	if err := checkClaimUID(claimUID); err != nil {
+		return err
+	}
+	path := filepath.Join(d.Path, TransientSpecFileName(vendor, class, claimUID))
+	switch err := os.Remove(path); {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("cdi: removing spec: %w", err)
+	}
+	if err := syncDir(d.Path); err != nil {
+		return fmt.Errorf("cdi: removing spec %s: %w", path, err)
+	}
+	return nil
+}
+
+// Sweep removes the transient specs of vendor/class whose claim keep does
+// not want, for specs leaked by a crash between writing a spec and
+// recording the claim. It returns the paths it removed.
+//
+// It only touches files named "<vendor>-<class>_<uid>.json" whose kind is
+// exactly vendor/class: because vendor names may contain "-", the name of
+// "a-b"/"c" specs has the same prefix as that of "a"/"b-c" specs, so the
+// file's own kind decides. Files that cannot be read as a spec are left
+// alone (and named in the error), as are other drivers' files and
+// temporary files. A file that disappears during the sweep is not an error.
+func (d SpecDir) Sweep(vendor, class string, keep func(claimUID string) bool) (removed []string, err error) {
+	entries, err := os.ReadDir(d.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cdi: sweeping specs: %w", err)
+	}
+	prefix := vendor + "-" + class + "_"
+	kind := vendor + "/" + class
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		uid, ok := strings.CutPrefix(name, prefix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if uid, ok = strings.CutSuffix(uid, ".json"); !ok || uid == "" || keep(uid) {
+			continue
+		}
+		path := filepath.Join(d.Path, name)
+		fileKind, err := readKind(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cdi: sweeping specs: left %s alone: %w", path, err))
+			continue
+		}
+		if fileKind != kind {
+			continue
+		}
+		switch err := os.Remove(path); {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			errs = append(errs, fmt.Errorf("cdi: sweeping specs: %w", err))
+		default:
+			removed = append(removed, path)
+		}
+	}
+	if len(removed) > 0 {
+		if err := syncDir(d.Path); err != nil {
+			errs = append(errs, fmt.Errorf("cdi: sweeping specs: %w", err))
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// readKind reads just the kind of a spec file; the rest may be anything.
+func readKind(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return "", fmt.Errorf("not a JSON spec: %w", err)
+	}
+	return head.Kind, nil
+}
