@@ -1,0 +1,145 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+)
+
+// Every stored file is an 8-byte magic followed by frames. A frame is
+//
+//	uint32 little-endian  payload length n (1 <= n)
+//	uint32 little-endian  CRC-32C (Castagnoli) of the n payload bytes
+//	n bytes               payload
+//
+// The first frame of every file is a JSON header. See README.md for the
+// layout of each file type.
+const (
+	magicFile     = "DRNFILE1"
+	magicSnapshot = "DRNSNAP1"
+	magicLog      = "DRNJLOG1"
+	magicLen      = 8
+	frameHdrLen   = 8
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// beginFrame reserves a frame header at the end of dst; finishFrame fills it
+// in once the payload has been appended after it. This lets callers encode a
+// payload straight into the output buffer.
+func beginFrame(dst []byte) ([]byte, int) {
+	start := len(dst)
+	return append(dst, make([]byte, frameHdrLen)...), start
+}
+
+func finishFrame(dst []byte, start int) []byte {
+	payload := dst[start+frameHdrLen:]
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(dst[start+4:], checksum(payload))
+	return dst
+}
+
+func appendFrame(dst, payload []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = binary.LittleEndian.AppendUint32(dst, checksum(payload))
+	return append(dst, payload...)
+}
+
+// frameFault says why a frame did not verify. Whether that is a torn tail or
+// corruption depends on where it is, which the caller knows.
+type frameFault string
+
+const (
+	faultNone     frameFault = ""
+	faultShortHdr frameFault = "truncated frame header"
+	faultEmpty    frameFault = "frame of length 0"
+	faultShort    frameFault = "frame extends past end of file"
+	faultChecksum frameFault = "frame checksum mismatch"
+)
+
+// readFrame verifies the frame starting at data[off:].
+func readFrame(data []byte, off int) (payload []byte, next int, fault frameFault) {
+	if len(data)-off < frameHdrLen {
+		return nil, off, faultShortHdr
+	}
+	n := binary.LittleEndian.Uint32(data[off:])
+	sum := binary.LittleEndian.Uint32(data[off+4:])
+	if n == 0 {
+		return nil, off, faultEmpty
+	}
+	if uint64(n) > uint64(len(data)-off-frameHdrLen) {
+		return nil, off, faultShort
+	}
+	payload = data[off+frameHdrLen : off+frameHdrLen+int(n)]
+	if checksum(payload) != sum {
+		return nil, off, faultChecksum
+	}
+	return payload, off + frameHdrLen + int(n), faultNone
+}
+
+// validFrameAfter reports whether any offset after off starts a frame that
+// verifies. It tells a torn tail (nothing valid follows the damage) from
+// damage in the middle of acknowledged data.
+func validFrameAfter(data []byte, off int) bool {
+	for p := off + 1; p+frameHdrLen < len(data); p++ {
+		if _, _, f := readFrame(data, p); f == faultNone {
+			return true
+		}
+	}
+	return false
+}
+
+// header is the first frame of every file.
+type header struct {
+	Kind    string `json:"kind"`
+	Version int    `json:"version"`
+	// Journal files: the generation of the log, or for a snapshot the
+	// generation of the first log it does not include.
+	Generation uint64 `json:"generation,omitempty"`
+	// Snapshots: the number of record frames that follow.
+	Records *int `json:"records,omitempty"`
+	// Down-level copies of a File: CRC-32C of the main file's payload frame,
+	// as 8 lowercase hex digits.
+	CopyOf string `json:"copyOf,omitempty"`
+}
+
+// readHeader checks the magic and decodes the header frame, returning the
+// offset of the frame after it. It checks the kind, and the version against
+// supported, so that no caller can forget either.
+func readHeader(path string, data []byte, magic string, s Schema) (header, int, error) {
+	var h header
+	if len(data) < magicLen {
+		return h, 0, &CorruptError{Path: path, Reason: fmt.Sprintf("file of %d bytes is shorter than the %d-byte magic", len(data), magicLen)}
+	}
+	if string(data[:magicLen]) != magic {
+		return h, 0, &CorruptError{Path: path, Reason: fmt.Sprintf("magic %q, want %q", data[:magicLen], magic)}
+	}
+	payload, next, fault := readFrame(data, magicLen)
+	if fault != faultNone {
+		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: "header: " + string(fault)}
+	}
+	if err := json.Unmarshal(payload, &h); err != nil {
+		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: "header is not valid JSON", Err: err}
+	}
+	if h.Kind != s.Kind {
+		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: fmt.Sprintf("kind %q, want %q", h.Kind, s.Kind)}
+	}
+	if h.Version < 1 {
+		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: fmt.Sprintf("format version %d, want >= 1", h.Version)}
+	}
+	if h.Version > s.Version {
+		return h, 0, &NewerVersionError{Path: path, Kind: h.Kind, Version: h.Version, Supported: s.Version}
+	}
+	return h, next, nil
+}
+
+func appendHeader(dst []byte, magic string, h header) []byte {
+	b, err := json.Marshal(h)
+	if err != nil {
+		panic(err) // header has only plain fields; cannot fail
+	}
+	return appendFrame(append(dst, magic...), b)
+}
