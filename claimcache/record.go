@@ -13,24 +13,31 @@ import (
 // The stored format. It is separate from Entry so that the public type can
 // grow without changing what is on disk, and every change of what is on disk
 // comes with a migration.
+//
+// checkpoint numbers formats from 1, so the layouts are: format 1, the
+// prototype layout (recordFormat1), never written by a release; format 2,
+// the first layout this module writes (record). Shipping the 1 → 2 upgrade
+// proves, before a real format change needs it, that stored claims survive
+// one.
 const (
 	schemaKind    = "dranode.io/claimcache"
-	formatVersion = 1
+	formatVersion = 2
 )
 
-// storeSchema is the journal schema: the kind, format v1, and the upgrade
-// from the v0 layout.
+// storeSchema is the journal schema: the kind, the current format and the
+// upgrades from older ones.
 func storeSchema() checkpoint.Schema {
 	return checkpoint.Schema{
 		Kind:    schemaKind,
 		Version: formatVersion,
 		Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){
-			0: migrateV0ToV1,
+			1: migrateFormat1To2,
 		},
 	}
 }
 
-// record is format v1 of one claim's journal value (key: the claim UID).
+// record is the current format of one claim's journal value (key: the claim
+// UID).
 // Records in a Cache are never changed in place: an operation builds a new
 // one, so readers may hold a pointer without a lock.
 type record struct {
@@ -181,20 +188,19 @@ func (r *record) check(key string) error {
 	return nil
 }
 
-// recordV0 is the layout before format v1: no lifecycle state (a record
-// meant "prepared") and one flat device list tagged with driver names.
-// Nothing ever wrote it; it exists to prove that stored records can be
-// upgraded before a real format change needs it.
-type recordV0 struct {
+// recordFormat1 is the prototype layout, modelled on the kubelet's own
+// claim checkpoint: no lifecycle state (a record meant "prepared") and one
+// flat device list tagged with driver names.
+type recordFormat1 struct {
 	ClaimUID  string     `json:"claimUID"`
 	ClaimName string     `json:"claimName"`
 	Namespace string     `json:"namespace"`
 	PodUIDs   []string   `json:"podUIDs"`
 	BootID    string     `json:"bootID"`
-	Devices   []deviceV0 `json:"devices"`
+	Devices   []deviceFormat1 `json:"devices"`
 }
 
-type deviceV0 struct {
+type deviceFormat1 struct {
 	DriverName   string   `json:"driverName"`
 	PoolName     string   `json:"poolName"`
 	DeviceName   string   `json:"deviceName"`
@@ -202,12 +208,12 @@ type deviceV0 struct {
 	CDIDevices   []string `json:"cdiDevices"`
 }
 
-func migrateV0ToV1(raw json.RawMessage) (json.RawMessage, error) {
-	var old recordV0
+func migrateFormat1To2(raw json.RawMessage) (json.RawMessage, error) {
+	var old recordFormat1
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&old); err != nil {
-		return nil, fmt.Errorf("claimcache: upgrade record from format 0: %w", err)
+		return nil, fmt.Errorf("claimcache: upgrade record from format 1: %w", err)
 	}
 	r := record{
 		Namespace: old.Namespace,
@@ -220,7 +226,7 @@ func migrateV0ToV1(raw json.RawMessage) (json.RawMessage, error) {
 	drivers := map[string][]Device{}
 	for _, d := range old.Devices {
 		if d.DriverName == "" {
-			return nil, fmt.Errorf("claimcache: upgrade record %s from format 0: device %s/%s has no driver name", old.ClaimUID, d.PoolName, d.DeviceName)
+			return nil, fmt.Errorf("claimcache: upgrade record %s from format 1: device %s/%s has no driver name", old.ClaimUID, d.PoolName, d.DeviceName)
 		}
 		drivers[d.DriverName] = append(drivers[d.DriverName], Device{
 			Pool: d.PoolName, Device: d.DeviceName, Requests: d.RequestNames, CDIDeviceIDs: d.CDIDevices,
