@@ -192,11 +192,11 @@ func (r *record) check(key string) error {
 // claim checkpoint: no lifecycle state (a record meant "prepared") and one
 // flat device list tagged with driver names.
 type recordFormat1 struct {
-	ClaimUID  string     `json:"claimUID"`
-	ClaimName string     `json:"claimName"`
-	Namespace string     `json:"namespace"`
-	PodUIDs   []string   `json:"podUIDs"`
-	BootID    string     `json:"bootID"`
+	ClaimUID  string          `json:"claimUID"`
+	ClaimName string          `json:"claimName"`
+	Namespace string          `json:"namespace"`
+	PodUIDs   []string        `json:"podUIDs"`
+	BootID    string          `json:"bootID"`
 	Devices   []deviceFormat1 `json:"devices"`
 }
 
