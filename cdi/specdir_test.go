@@ -1,0 +1,213 @@
+package cdi
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func claimSpec(kind, claimUID string) *Spec {
+	return &Spec{
+		Version: "0.5.0",
+		Kind:    kind,
+		Devices: []Device{{
+			Name: claimUID + "-gpu-0",
+			ContainerEdits: ContainerEdits{
+				Env:         []string{"GPU=0"},
+				DeviceNodes: []DeviceNode{{Path: "/dev/null", Type: "c", Major: 1, Minor: 3}},
+			},
+		}},
+	}
+}
+
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestSpecDirWriteRemove(t *testing.T) {
+	d := SpecDir{Path: filepath.Join(t.TempDir(), "cdi")} // Write creates it
+	spec := claimSpec("gpu.example.com/claim", testClaimUID)
+	path, err := d.Write(spec, testClaimUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(d.Path, "gpu.example.com-claim_"+testClaimUID+".json"); path != want {
+		t.Fatalf("wrote %s, want %s", path, want)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != SpecFileMode {
+		t.Errorf("mode %v, want %v", info.Mode().Perm(), SpecFileMode)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeSpec(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Devices[0].Name != spec.Devices[0].Name || back.Devices[0].ContainerEdits.DeviceNodes[0].Major != 1 {
+		t.Errorf("read back %+v", back)
+	}
+
+	// Rewriting replaces the file and leaves no temporary files behind.
+	spec.Devices[0].ContainerEdits.Env = []string{"GPU=1"}
+	if _, err := d.Write(spec, testClaimUID); err != nil {
+		t.Fatal(err)
+	}
+	if names := listDir(t, d.Path); len(names) != 1 {
+		t.Errorf("directory holds %q, want just the spec", names)
+	}
+	data, _ = os.ReadFile(path)
+	if back, _ := DecodeSpec(data); back == nil || back.Devices[0].ContainerEdits.Env[0] != "GPU=1" {
+		t.Errorf("rewrite not visible: %s", data)
+	}
+
+	if err := d.Remove("gpu.example.com", "claim", testClaimUID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("spec still there after Remove: %v", err)
+	}
+	if err := d.Remove("gpu.example.com", "claim", testClaimUID); err != nil {
+		t.Errorf("removing a missing spec: %v", err)
+	}
+	if err := (SpecDir{Path: filepath.Join(d.Path, "nope")}).Remove("a", "b", "c"); err != nil {
+		t.Errorf("removing from a missing directory: %v", err)
+	}
+}
+
+func TestSpecDirWriteRejects(t *testing.T) {
+	d := SpecDir{Path: t.TempDir()}
+	bad := claimSpec("gpu.example.com/claim", testClaimUID)
+	bad.Devices[0].ContainerEdits.DeviceNodes[0].Type = "x"
+	if _, err := d.Write(bad, testClaimUID); !errors.Is(err, ErrInvalidSpec) {
+		t.Errorf("invalid spec: got %v", err)
+	}
+	good := claimSpec("gpu.example.com/claim", testClaimUID)
+	for _, uid := range []string{"", "a\x00b"} {
+		if _, err := d.Write(good, uid); !errors.Is(err, ErrInvalidClaimUID) {
+			t.Errorf("claim UID %q: got %v", uid, err)
+		}
+		if err := d.Remove("gpu.example.com", "claim", uid); !errors.Is(err, ErrInvalidClaimUID) {
+			t.Errorf("Remove with claim UID %q: got %v", uid, err)
+		}
+	}
+	if names := listDir(t, d.Path); len(names) != 0 {
+		t.Errorf("rejected writes left %q", names)
+	}
+	// A "/" in the claim UID cannot escape the directory.
+	path, err := d.Write(good, "../x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(path) != d.Path {
+		t.Errorf("wrote %s outside %s", path, d.Path)
+	}
+}
+
+func TestSpecDirSweep(t *testing.T) {
+	d := SpecDir{Path: t.TempDir()}
+	write := func(kind, uid string) string {
+		t.Helper()
+		path, err := d.Write(claimSpec(kind, uid), uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const vendor, class = "example.com", "gpu-claim"
+	const prefix = vendor + "-" + class + "_"
+	leaked1 := write("example.com/gpu-claim", "leaked-1")
+	leaked2 := write("example.com/gpu-claim", "leaked-2")
+	kept := write("example.com/gpu-claim", "kept")
+	otherClass := write("example.com/gpu", "leaked-3")
+	otherVendor := write("nic.example.com/gpu-claim", "leaked-4")
+	// Vendor "example.com-gpu", class "claim": the same file-name prefix.
+	lookalike := write("example.com-gpu/claim", "zz")
+	if !strings.HasPrefix(filepath.Base(lookalike), prefix) {
+		t.Fatalf("test setup: %s does not share the prefix %s", lookalike, prefix)
+	}
+	garbage := filepath.Join(d.Path, prefix+"garbage.json")
+	tmp := filepath.Join(d.Path, "."+prefix+"leaked-5.json.tmp-123")
+	static := filepath.Join(d.Path, vendor+"-"+class+".json")
+	for _, p := range []string{garbage, tmp, static} {
+		if err := os.WriteFile(p, []byte("{not json"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	keep := func(uid string) bool { return uid == "kept" }
+	removed, err := d.Sweep(vendor, class, keep)
+	if want := []string{leaked1, leaked2}; !slices.Equal(removed, want) {
+		t.Errorf("removed %q, want %q", removed, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), garbage) {
+		t.Errorf("want an error naming the unreadable %s, got %v", garbage, err)
+	}
+	for _, p := range []string{kept, otherClass, otherVendor, lookalike, garbage, tmp, static} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s should still exist: %v", filepath.Base(p), err)
+		}
+	}
+	// A second sweep finds nothing more to remove.
+	if again, _ := d.Sweep(vendor, class, keep); len(again) != 0 {
+		t.Errorf("second sweep removed %q", again)
+	}
+	// A missing directory has nothing to sweep.
+	if r, err := (SpecDir{Path: filepath.Join(d.Path, "missing")}).Sweep("a", "b", keep); r != nil || err != nil {
+		t.Errorf("missing directory: %v, %v", r, err)
+	}
+}
+
+// Sweep and Remove racing on the same files: every file ends up removed
+// exactly once between them, and neither reports the other's work as an
+// error.
+func TestSpecDirSweepConcurrentRemove(t *testing.T) {
+	d := SpecDir{Path: t.TempDir()}
+	const n = 50
+	var uids []string
+	for i := range n {
+		uid := "claim-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		uids = append(uids, uid)
+		if _, err := d.Write(claimSpec("gpu.example.com/claim", uid), uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var removeErr error
+	wg.Go(func() {
+		for _, uid := range uids {
+			if err := d.Remove("gpu.example.com", "claim", uid); err != nil {
+				removeErr = err
+			}
+		}
+	})
+	removed, err := d.Sweep("gpu.example.com", "claim", func(string) bool { return false })
+	wg.Wait()
+	if err != nil || removeErr != nil {
+		t.Fatalf("sweep: %v; remove: %v", err, removeErr)
+	}
+	if len(removed) > n {
+		t.Errorf("sweep removed %d of %d files", len(removed), n)
+	}
+	if names := listDir(t, d.Path); len(names) != 0 {
+		t.Errorf("left %q", names)
+	}
+}
