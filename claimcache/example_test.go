@@ -1,0 +1,135 @@
+package claimcache_test
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/dranode/dranode/claimcache"
+)
+
+// The agent's Prepare and Unprepare calls, answered from the record.
+func Example() {
+	dir, _ := os.MkdirTemp("", "claimcache-example")
+	defer os.RemoveAll(dir)
+	cache, _, err := claimcache.Open(dir, "boot-1") // in an agent: claimcache.ReadBootID()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cache.Close()
+
+	claim := claimcache.ClaimRef{Namespace: "ml", Name: "gpus", UID: "7f3c"}
+	prepare := func(pod string) []string {
+		if e, err := cache.Lookup(claim); err == nil && e.PreparedInCurrentBoot() {
+			if _, err := cache.AddPod(claim.UID, pod); err != nil {
+				log.Fatal(err)
+			}
+			return e.CDIDeviceIDs("gpu.example.com") // no driver call
+		}
+		if _, err := cache.StartPrepare(claim, pod); err != nil {
+			log.Fatal(err)
+		}
+		// ... the driver prepares the devices ...
+		e, err := cache.FinishPrepare(claim.UID, map[string][]claimcache.Device{
+			"gpu.example.com": {{Pool: "node-a", Device: "gpu-0", Requests: []string{"gpu"}, CDIDeviceIDs: []string{"example.com/gpu=gpu-0"}}},
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return e.CDIDeviceIDs("gpu.example.com")
+	}
+	fmt.Println(prepare("pod-1"))
+	fmt.Println(prepare("pod-2"))
+
+	// Unprepare needs nothing but the UID: the record says what to undo.
+	e, err := cache.StartUnprepare(claim.UID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("unprepare", e.Drivers["gpu.example.com"][0].Device, "used by", e.PodUIDs)
+	// ... the driver unprepares the devices ...
+	if err := cache.Remove(claim.UID); err != nil {
+		log.Fatal(err)
+	}
+	_, err = cache.StartUnprepare(claim.UID)
+	fmt.Println("again:", errors.Is(err, claimcache.ErrNotFound))
+	// Output:
+	// [example.com/gpu=gpu-0]
+	// [example.com/gpu=gpu-0]
+	// unprepare gpu-0 used by [pod-1 pod-2]
+	// again: true
+}
+
+// After a reboot nothing counts as prepared, but what is needed to
+// unprepare is still there, and a crash's leftovers are reported.
+func ExampleOpen() {
+	dir, _ := os.MkdirTemp("", "claimcache-example")
+	defer os.RemoveAll(dir)
+	cache, _, _ := claimcache.Open(dir, "boot-1")
+	done := claimcache.ClaimRef{Namespace: "ns", Name: "done", UID: "u1"}
+	halfway := claimcache.ClaimRef{Namespace: "ns", Name: "halfway", UID: "u2"}
+	cache.StartPrepare(done, "pod")
+	cache.FinishPrepare(done.UID, map[string][]claimcache.Device{"nic.example.com": {{Pool: "p", Device: "eth1"}}})
+	cache.StartPrepare(halfway, "pod") // and the agent dies here
+	cache.Close()
+
+	cache, report, err := claimcache.Open(dir, "boot-2")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cache.Close()
+	fmt.Println("reboot detected:", report.RebootDetected)
+	for _, e := range report.Interrupted {
+		fmt.Println("interrupted:", e.Claim.Name, e.State)
+	}
+	for _, e := range report.NoLongerPrepared {
+		fmt.Println("no longer prepared:", e.Claim.Name, e.Drivers["nic.example.com"][0].Device)
+	}
+	e, err := cache.StartPrepare(done, "pod") // allowed again: prepare anew
+	fmt.Println(e.State, e.BootID, err)
+	// Output:
+	// reboot detected: true
+	// interrupted: halfway PrepareStarted
+	// no longer prepared: done eth1
+	// PrepareStarted boot-2 <nil>
+}
+
+// A pod was force-deleted and its claim recreated under the same name before
+// the old one was unprepared.
+func ExampleUIDMismatchError() {
+	dir, _ := os.MkdirTemp("", "claimcache-example")
+	defer os.RemoveAll(dir)
+	cache, _, _ := claimcache.Open(dir, "boot-1")
+	defer cache.Close()
+	cache.StartPrepare(claimcache.ClaimRef{Namespace: "ns", Name: "db", UID: "old"}, "pod-a")
+
+	_, err := cache.StartPrepare(claimcache.ClaimRef{Namespace: "ns", Name: "db", UID: "new"}, "pod-b")
+	var mismatch *claimcache.UIDMismatchError
+	if errors.As(err, &mismatch) {
+		fmt.Println("unprepare", mismatch.RecordedUID, "first")
+	}
+	// Output: unprepare old first
+}
+
+// Finding the entries of claims deleted while the agent was not looking.
+func ExampleCache_Gone() {
+	dir, _ := os.MkdirTemp("", "claimcache-example")
+	defer os.RemoveAll(dir)
+	cache, _, _ := claimcache.Open(dir, "boot-1")
+	defer cache.Close()
+	for _, uid := range []string{"u1", "u2", "u3"} {
+		cache.StartPrepare(claimcache.ClaimRef{Namespace: "ns", Name: "claim-" + uid, UID: uid}, "")
+	}
+	inAPIServer := map[string]bool{"u2": true}
+	gone, err := cache.Gone(func(ref claimcache.ClaimRef) (bool, error) { return inAPIServer[ref.UID], nil })
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range gone {
+		fmt.Println(e.Claim.UID, "is gone")
+	}
+	// Output:
+	// u1 is gone
+	// u3 is gone
+}
