@@ -197,7 +197,12 @@ func (f *File[T]) vet() error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: save: read existing file: %w", err)
 	}
-	if _, _, err := decodeFile(f.path, data, f.schema); err != nil {
+	version, payload, err := decodeFile(f.path, data, f.schema)
+	if err == nil {
+		// Only a document this code can read may be replaced by it.
+		_, err = f.decodePayload(version, payload)
+	}
+	if err != nil {
 		var newer *NewerVersionError
 		if errors.As(err, &newer) {
 			if _, _, ok := f.downgradeCopy(data, newer); ok {
