@@ -18,7 +18,7 @@ func TestAnnotationKey(t *testing.T) {
 		{"a", "b", "cdi.k8s.io/a_b"},
 		{"drv", "pool/dev", "cdi.k8s.io/drv_pool_dev"},
 		{strings.Repeat("d", 26), testClaimUID, "cdi.k8s.io/" + strings.Repeat("d", 26) + "_" + testClaimUID}, // exactly 63
-		{strings.Repeat("d", 27), testClaimUID, ""},                                                          // 64
+		{strings.Repeat("d", 27), testClaimUID, ""},                                                           // 64
 		{"", "x", ""},
 		{"x", "", ""},
 		{"-drv", "x", ""},

@@ -112,6 +112,14 @@ func TestMinimumVersion(t *testing.T) {
 	}{
 		{"plain", func(*Spec) {}, "0.3.0"},
 		{"mount type", func(s *Spec) { s.Devices[0].ContainerEdits.Mounts = []Mount{{Type: "tmpfs"}} }, "0.4.0"},
+		{"mount type in the first of two devices", func(s *Spec) {
+			s.Devices[0].ContainerEdits.Mounts = []Mount{{Type: "tmpfs"}}
+			s.Devices = append(s.Devices, Device{Name: "gpu1"})
+		}, "0.4.0"},
+		{"host path in the first of two devices", func(s *Spec) {
+			s.Devices[0].ContainerEdits.DeviceNodes = []DeviceNode{{HostPath: "/x"}}
+			s.Devices = append(s.Devices, Device{Name: "gpu1"})
+		}, "0.5.0"},
 		{"host path", func(s *Spec) { s.ContainerEdits.DeviceNodes = []DeviceNode{{HostPath: "/x"}} }, "0.5.0"},
 		{"digit device name", func(s *Spec) { s.Devices[0].Name = "0" }, "0.5.0"},
 		{"spec annotations", func(s *Spec) { s.Annotations = map[string]string{"a": "b"} }, "0.6.0"},

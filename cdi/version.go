@@ -38,6 +38,12 @@ func versionRank(v string) int {
 //   - 0.5.0: a device name starting with a digit; deviceNodes[].hostPath
 //   - 0.4.0: mounts[].type
 //   - otherwise 0.3.0 (1.0.0 and 0.8.0 added no fields).
+//
+// It looks at every device. The reference implementation v1.1.1 looks only
+// at the last device for mount types and host paths (a loop-variable bug in
+// its specs-go module), so for a spec with such a field in an earlier
+// device it returns an older version than this function does, and loads
+// specs that declare that older version; Validate rejects them.
 func MinimumVersion(s *Spec) string {
 	all := func(f func(*ContainerEdits) bool) bool {
 		if f(&s.ContainerEdits) {
