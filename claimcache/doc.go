@@ -2,4 +2,55 @@
 // has prepared: per claim its state, the devices and CDI device IDs per
 // driver, the pods that use it and the boot it was prepared in. Every change
 // is durable before the call that made it returns.
+//
+// # Lifecycle
+//
+// A claim's entry goes PrepareStarted → Prepared → UnprepareStarted →
+// removed:
+//
+//	StartPrepare    new, PrepareStarted, or Prepared in an earlier boot → PrepareStarted
+//	FinishPrepare   PrepareStarted (this boot)                          → Prepared
+//	StartUnprepare  any state                                           → UnprepareStarted
+//	Remove          UnprepareStarted                                    → removed
+//	AddPod          PrepareStarted, Prepared                            → unchanged
+//	RemovePod       any state                                           → unchanged
+//
+// Anything else is a *TransitionError (errors.Is ErrIllegalTransition) and
+// changes nothing. A state is entered before the driver is called, so after
+// a crash PrepareStarted means "the driver may have prepared part of it" and
+// UnprepareStarted "the driver may have unprepared part of it"; Open lists
+// such entries in RestoreReport.Interrupted for the caller to roll back or
+// finish.
+//
+// # Reboots
+//
+// Every entry records the boot ID of its last StartPrepare. When the Cache is
+// opened in another boot, those entries are Stale: device state and the CDI
+// specs under /var/run/cdi did not survive, so Entry.PreparedInCurrentBoot is
+// false and StartPrepare is allowed again, while the entry keeps its devices
+// for an Unprepare. Nothing is rewritten at Open: staleness is the boot ID
+// comparison, so it holds across any number of restarts until the claim is
+// prepared again.
+//
+// # Names and UIDs
+//
+// Entries are found by UID (Get) and by namespace/name (LookupName, Lookup).
+// A namespace/name recorded under another UID — the old claim of a
+// force-deleted pod, recreated before it was unprepared — is a
+// *UIDMismatchError from Lookup and StartPrepare: the old claim has to be
+// unprepared first.
+//
+// # Concurrency
+//
+// Operations on different claims run in parallel, and the journal's group
+// commit lets them share fsyncs. Operations on one claim are serialized by a
+// per-UID lock that exists only while it is in use, and each is checked
+// against the claim's durable state. Returned Entries are copies.
+//
+// # Storage
+//
+// The record is a checkpoint.Journal keyed by claim UID, so a change costs
+// one appended record however many claims are recorded. The stored format is
+// versioned through checkpoint migrations: format 2 is written; format 1, the
+// prototype layout, is upgraded on Open (see testdata/).
 package claimcache

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/dranode/dranode/checkpoint"
@@ -153,9 +154,15 @@ func (r *record) entry(currentBoot string) Entry {
 // equal reports whether two records store the same thing, to skip writes
 // that would change nothing.
 func (r *record) equal(o *record) bool {
-	a, errA := json.Marshal(r)
-	b, errB := json.Marshal(o)
-	return errA == nil && errB == nil && bytes.Equal(a, b)
+	return r.Namespace == o.Namespace && r.Name == o.Name && r.UID == o.UID &&
+		r.State == o.State && r.BootID == o.BootID &&
+		slices.Equal(r.PodUIDs, o.PodUIDs) &&
+		slices.EqualFunc(r.Drivers, o.Drivers, func(a, b driverRecord) bool {
+			return a.Driver == b.Driver && slices.EqualFunc(a.Devices, b.Devices, func(x, y deviceRecord) bool {
+				return x.Pool == y.Pool && x.Device == y.Device && x.ShareID == y.ShareID &&
+					slices.Equal(x.Requests, y.Requests) && slices.Equal(x.CDIDeviceIDs, y.CDIDeviceIDs)
+			})
+		})
 }
 
 // check validates a restored record against its journal key.
@@ -214,6 +221,9 @@ func migrateFormat1To2(raw json.RawMessage) (json.RawMessage, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&old); err != nil {
 		return nil, fmt.Errorf("claimcache: upgrade record from format 1: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("claimcache: upgrade record from format 1: data after the record at byte %d", dec.InputOffset())
 	}
 	r := record{
 		Namespace: old.Namespace,

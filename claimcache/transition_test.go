@@ -422,3 +422,32 @@ func TestClosed(t *testing.T) {
 	c2, _ := openT(t, dir, bootOne) // the lock was released
 	c2.Close()
 }
+
+func TestRecordEqual(t *testing.T) {
+	base := &record{Namespace: "n", Name: "c", UID: "u", State: Prepared, BootID: "b", PodUIDs: []string{"p"}}
+	base.setDrivers(gpuDevices)
+	tests := []struct {
+		name   string
+		change func(r *record)
+		equal  bool
+	}{
+		{"same", func(*record) {}, true},
+		{"state", func(r *record) { r.State = UnprepareStarted }, false},
+		{"boot", func(r *record) { r.BootID = "other" }, false},
+		{"pod added", func(r *record) { r.addPod("q") }, false},
+		{"pod removed", func(r *record) { r.removePod("p") }, false},
+		{"driver dropped", func(r *record) { r.Drivers = r.Drivers[:1] }, false},
+		{"CDI ID", func(r *record) { r.Drivers[0].Devices[0].CDIDeviceIDs[0] = "x" }, false},
+		{"share ID", func(r *record) { r.Drivers[0].Devices[1].ShareID = "" }, false},
+		{"request", func(r *record) { r.Drivers[1].Devices[0].Requests = nil }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			other := base.clone()
+			tc.change(other)
+			if got := base.equal(other); got != tc.equal {
+				t.Fatalf("equal = %v, want %v", got, tc.equal)
+			}
+		})
+	}
+}

@@ -1,0 +1,96 @@
+package claimcache
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"testing"
+)
+
+// FuzzMigrateFormat1 feeds arbitrary bytes to the format 1 → 2 upgrade. It
+// must either refuse them or produce a format 2 record that decodes, keeps
+// every device, and says the same thing when upgraded output is re-encoded.
+func FuzzMigrateFormat1(f *testing.F) {
+	f.Add([]byte(`{"claimUID":"u","claimName":"n","namespace":"ns","podUIDs":["b","a","b"],"bootID":"boot","devices":[{"driverName":"d","poolName":"p","deviceName":"x","requestNames":["r"],"cdiDevices":["v.com/c=x"]}]}`))
+	f.Add([]byte(`{"claimUID":"u","claimName":"n","namespace":"ns","bootID":"b","devices":[{"driverName":"z","poolName":"p","deviceName":"1"},{"driverName":"a","poolName":"p","deviceName":"2"},{"driverName":"z","poolName":"q","deviceName":"3"}]}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{"devices":[{}]}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, err := migrateFormat1To2(in)
+		if err != nil {
+			return
+		}
+		var r record
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("upgrade produced %s, which does not decode: %v", out, err)
+		}
+		var old recordFormat1
+		if err := json.Unmarshal(in, &old); err != nil {
+			t.Fatalf("upgrade accepted %q, which does not decode as format 1: %v", in, err)
+		}
+		n := 0
+		for _, d := range r.Drivers {
+			n += len(d.Devices)
+		}
+		if n != len(old.Devices) {
+			t.Fatalf("upgrade kept %d of %d devices: %s", n, len(old.Devices), out)
+		}
+		if r.State != Prepared || !slices.IsSorted(r.PodUIDs) || !slices.IsSortedFunc(r.Drivers, func(a, b driverRecord) int {
+			if a.Driver < b.Driver {
+				return -1
+			}
+			if a.Driver > b.Driver {
+				return 1
+			}
+			return 0
+		}) {
+			t.Fatalf("upgraded record not in canonical form: %s", out)
+		}
+		if r.check(r.UID) == nil {
+			// A valid record survives a store round trip unchanged.
+			again, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back record
+			if err := json.Unmarshal(again, &back); err != nil || !back.equal(&r) {
+				t.Fatalf("round trip changed %+v into %+v (%v)", r, back, err)
+			}
+			if e := r.entry("boot"); !reflect.DeepEqual(e.Claim, r.ref()) {
+				t.Fatalf("entry of %+v names %v", r, e.Claim)
+			}
+		}
+	})
+}
+
+// FuzzRestoreRecord feeds arbitrary JSON as a stored format 2 record: check
+// must refuse anything a Cache could not work with, and accept nothing that
+// breaks an operation on it.
+func FuzzRestoreRecord(f *testing.F) {
+	f.Add([]byte(`{"namespace":"n","name":"c","uid":"u","state":"Prepared","bootID":"b","podUIDs":["p"],"drivers":[{"driver":"d","devices":[{"pool":"p","device":"x","cdiDeviceIDs":["v.com/c=x"]}]}]}`))
+	f.Add([]byte(`{"namespace":"n","name":"c","uid":"u","state":"Bogus","bootID":"b"}`))
+	f.Add([]byte(`{"namespace":"n","name":"c","uid":"u","state":"PrepareStarted","bootID":"b","podUIDs":["b","a"]}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var r record
+		if json.Unmarshal(in, &r) != nil || r.check("u") != nil {
+			return
+		}
+		if !r.State.valid() || r.UID != "u" || r.Namespace == "" || r.Name == "" || r.BootID == "" {
+			t.Fatalf("check accepted %+v", r)
+		}
+		if slices.Contains(r.PodUIDs, "zzz-new-pod") {
+			return
+		}
+		next := r.clone()
+		next.addPod("zzz-new-pod")
+		next.removePod("zzz-new-pod")
+		if !next.equal(&r) {
+			t.Fatalf("add then remove of a new pod changed %+v into %+v", r, next)
+		}
+		e := r.entry(r.BootID)
+		if e.Stale || e.State != r.State || len(e.PodUIDs) != len(r.PodUIDs) {
+			t.Fatalf("entry %+v of %+v", e, r)
+		}
+	})
+}
