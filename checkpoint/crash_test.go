@@ -114,7 +114,7 @@ func crashKey(run, g, n int) string { return fmt.Sprintf("r%d-g%d-%d", run, g, n
 // runAndKill starts a child, waits for a random number of acknowledgements
 // and a random short delay, kills it with SIGKILL and returns every line
 // it printed.
-func runAndKill(t *testing.T, rng *rand.Rand, env ...string) []string {
+func runAndKill(t *testing.T, rng *rand.Rand, maxAcks int, env ...string) []string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), env...)
@@ -127,7 +127,7 @@ func runAndKill(t *testing.T, rng *rand.Rand, env ...string) []string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	acksBeforeKill := 1 + rng.IntN(20)
+	acksBeforeKill := 1 + rng.IntN(maxAcks)
 	delay := time.Duration(rng.IntN(1500)) * time.Microsecond
 	var lines []string
 	sc := bufio.NewScanner(out)
@@ -168,7 +168,7 @@ func TestCrashFileSIGKILL(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	acked := 0
 	for kill := range crashKills(t) {
-		lines := runAndKill(t, rng, crashRoleEnv+"=file", "CHECKPOINT_CRASH_PATH="+path)
+		lines := runAndKill(t, rng, 5, crashRoleEnv+"=file", "CHECKPOINT_CRASH_PATH="+path)
 		for _, l := range lines {
 			n, err := strconv.Atoi(strings.TrimPrefix(l, "ack "))
 			if err != nil {
@@ -205,7 +205,7 @@ func TestCrashJournalSIGKILL(t *testing.T) {
 	acked := map[string]bool{}
 	compactions := 0
 	for run := range crashKills(t) {
-		lines := runAndKill(t, rng, crashRoleEnv+"=journal", "CHECKPOINT_CRASH_PATH="+dir, "CHECKPOINT_CRASH_RUN="+strconv.Itoa(run))
+		lines := runAndKill(t, rng, 5, crashRoleEnv+"=journal", "CHECKPOINT_CRASH_PATH="+dir, "CHECKPOINT_CRASH_RUN="+strconv.Itoa(run))
 		for _, l := range lines {
 			verb, key, ok := strings.Cut(l, " ")
 			switch {

@@ -1,0 +1,529 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+type claim struct {
+	Name    string   `json:"name"`
+	Devices []string `json:"devices"`
+}
+
+var claimSchema = Schema{Kind: "dranode.io/test-claims", Version: 1}
+
+func openJ(t *testing.T, dir string, s Schema, opts ...Option) *Journal[claim] {
+	t.Helper()
+	j, err := OpenJournal[claim](dir, s, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j
+}
+
+func reopen(t *testing.T, j *Journal[claim], s Schema, opts ...Option) *Journal[claim] {
+	t.Helper()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return openJ(t, j.Dir(), s, opts...)
+}
+
+func TestJournalRoundTrip(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "j")
+	j := openJ(t, dir, claimSchema)
+	if err := j.Put("a", claim{Name: "a", Devices: []string{"gpu-0"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Put("b", claim{Name: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Commit(
+		Change[claim]{Key: "c", Value: claim{Name: "c"}},
+		Change[claim]{Key: "a", Delete: true},
+		Change[claim]{Key: "b", Value: claim{Name: "b2"}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Delete("never-there"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]claim{"b": {Name: "b2"}, "c": {Name: "c"}}
+	if got := j.Snapshot(); !maps.EqualFunc(got, want, claimEqual) {
+		t.Fatalf("before reopen %v, want %v", got, want)
+	}
+	j = reopen(t, j, claimSchema)
+	if got := j.Snapshot(); !maps.EqualFunc(got, want, claimEqual) {
+		t.Fatalf("after reopen %v, want %v", got, want)
+	}
+	if v, ok := j.Get("b"); !ok || v.Name != "b2" {
+		t.Fatalf("Get(b) = %v, %v", v, ok)
+	}
+	if _, ok := j.Get("a"); ok {
+		t.Fatal("deleted key a still there")
+	}
+	if j.Len() != 2 {
+		t.Fatalf("Len %d, want 2", j.Len())
+	}
+	for _, name := range []string{"lock", "log.1"} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v, want mode 0600", name, st, err)
+		}
+	}
+	if st, _ := os.Stat(dir); st.Mode().Perm() != 0o700 {
+		t.Fatalf("directory mode %v, want 0700", st.Mode().Perm())
+	}
+}
+
+func claimEqual(a, b claim) bool {
+	return a.Name == b.Name && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",")
+}
+
+func TestJournalErrors(t *testing.T) {
+	dir := t.TempDir()
+	j := openJ(t, dir, claimSchema)
+	if _, err := OpenJournal[claim](dir, claimSchema); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second OpenJournal: %v, want ErrLocked", err)
+	}
+	if err := j.Put("", claim{}); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("empty key: %v, want ErrInvalidKey", err)
+	}
+	if err := j.Commit(Change[claim]{Key: "ok"}, Change[claim]{Key: "", Delete: true}); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("batch with an empty key: %v, want ErrInvalidKey", err)
+	}
+	if j.Len() != 0 {
+		t.Fatal("a rejected batch was partly applied")
+	}
+	bad := openJ(t, t.TempDir(), claimSchema)
+	_ = bad
+	jf, err := OpenJournal[func()](t.TempDir(), claimSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jf.Close()
+	if err := jf.Put("f", func() {}); err == nil || !strings.Contains(err.Error(), `commit "f": encode value`) {
+		t.Fatalf("unencodable value: %v", err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Put("a", claim{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Put after Close: %v, want ErrClosed", err)
+	}
+	if err := j.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestJournalValuesAreIsolated(t *testing.T) {
+	j := openJ(t, t.TempDir(), claimSchema)
+	v := claim{Name: "a", Devices: []string{"gpu-0"}}
+	if err := j.Put("a", v); err != nil {
+		t.Fatal(err)
+	}
+	v.Devices[0] = "changed by the caller"
+	if got, _ := j.Get("a"); got.Devices[0] != "gpu-0" {
+		t.Fatalf("caller's later change reached the journal: %v", got)
+	}
+	got, _ := j.Get("a")
+	got.Devices[0] = "changed via Get"
+	if again := j.Snapshot()["a"]; again.Devices[0] != "gpu-0" {
+		t.Fatalf("change to a Get result reached the journal: %v", again)
+	}
+}
+
+// TestGroupCommit proves by counting, not timing, that concurrent commits
+// share fsyncs.
+func TestGroupCommit(t *testing.T) {
+	const writers = 64
+	j := openJ(t, t.TempDir(), claimSchema)
+	before := j.Fsyncs()
+	start := make(chan struct{})
+	var wg, ready sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		ready.Add(1)
+		wg.Go(func() {
+			ready.Done()
+			<-start
+			key := fmt.Sprintf("claim-%d", i)
+			errs <- j.Put(key, claim{Name: key})
+		})
+	}
+	ready.Wait()
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsyncs := j.Fsyncs() - before
+	t.Logf("%d concurrent writers: %d fsyncs", writers, fsyncs)
+	if fsyncs > 8 {
+		t.Fatalf("%d concurrent writers made %d fsyncs, want at most 8", writers, fsyncs)
+	}
+	if j.Len() != writers {
+		t.Fatalf("%d keys, want %d", j.Len(), writers)
+	}
+	// Every acknowledged record is on disk.
+	j = reopen(t, j, claimSchema)
+	if j.Len() != writers {
+		t.Fatalf("after reopen %d keys, want %d", j.Len(), writers)
+	}
+}
+
+func TestSequentialCommitsFsyncOnce(t *testing.T) {
+	j := openJ(t, t.TempDir(), claimSchema, WithCompaction(1<<30, 1))
+	before := j.Fsyncs()
+	for i := range 10 {
+		if err := j.Put(fmt.Sprint(i), claim{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := j.Fsyncs() - before; n != 10 {
+		t.Fatalf("10 sequential Puts made %d fsyncs, want exactly 10", n)
+	}
+}
+
+func logFile(t *testing.T, dir string) string {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "log.*"))
+	var live []string
+	for _, l := range logs {
+		if !strings.Contains(l, "corrupt") {
+			live = append(live, l)
+		}
+	}
+	if len(live) == 0 {
+		t.Fatal("no log file")
+	}
+	return live[len(live)-1]
+}
+
+func fill(t *testing.T, j *Journal[claim], n int) {
+	t.Helper()
+	for i := range n {
+		key := fmt.Sprintf("claim-%d", i)
+		if err := j.Put(key, claim{Name: key, Devices: []string{"gpu-0"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestJournalTornTail(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tear func(full []byte, lastStart int) []byte
+	}{
+		{"half a frame header", func(b []byte, last int) []byte { return b[:last+3] }},
+		{"header without payload", func(b []byte, last int) []byte { return b[:last+frameHdrLen] }},
+		{"payload cut short", func(b []byte, last int) []byte { return b[:len(b)-1] }},
+		{"zeros after the last record", func(b []byte, last int) []byte { return append(b[:last], make([]byte, 4096)...) }},
+		{"garbage after the last record", func(b []byte, last int) []byte {
+			return append(b[:last], bytes.Repeat([]byte{0xde, 0xad}, 100)...)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			j := openJ(t, dir, claimSchema)
+			fill(t, j, 3)
+			path := logFile(t, dir)
+			st, _ := os.Stat(path)
+			lastStart := int(st.Size())
+			// The last record is an atomic batch of two changes: a torn
+			// write must lose both.
+			if err := j.Commit(Change[claim]{Key: "x", Value: claim{Name: "x"}}, Change[claim]{Key: "claim-0", Delete: true}); err != nil {
+				t.Fatal(err)
+			}
+			j.Close()
+			full, _ := os.ReadFile(path)
+			if err := os.WriteFile(path, tc.tear(full, lastStart), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			j = openJ(t, dir, claimSchema)
+			got := j.Snapshot()
+			if len(got) != 3 || got["claim-0"].Name != "claim-0" {
+				t.Fatalf("after a torn last record: %v, want the three acknowledged claims and nothing of the torn batch", got)
+			}
+			if st, _ := os.Stat(path); st.Size() != int64(lastStart) {
+				t.Fatalf("torn tail not cut: log is %d bytes, want %d", st.Size(), lastStart)
+			}
+			// Appending after the cut works and survives a reopen.
+			if err := j.Put("y", claim{Name: "y"}); err != nil {
+				t.Fatal(err)
+			}
+			j = reopen(t, j, claimSchema)
+			if _, ok := j.Snapshot()["y"]; !ok || j.Len() != 4 {
+				t.Fatalf("after appending past a cut tail: %v", j.Snapshot())
+			}
+		})
+	}
+}
+
+func TestJournalCorruptMiddleRecord(t *testing.T) {
+	dir := t.TempDir()
+	j := openJ(t, dir, claimSchema)
+	fill(t, j, 2)
+	path := logFile(t, dir)
+	st, _ := os.Stat(path)
+	second := st.Size() // offset of the third record
+	fill(t, j, 5)
+	j.Close()
+	data, _ := os.ReadFile(path)
+	data[second+frameHdrLen+2] ^= 1
+	os.WriteFile(path, data, 0o600)
+
+	_, err := OpenJournal[claim](dir, claimSchema)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Path != path || ce.Offset != second || !strings.Contains(ce.Reason, "followed by valid records") {
+		t.Fatalf("got %v, want *CorruptError at %s offset %d", err, path, second)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, data) {
+		t.Fatal("a corrupt log was modified under FailOnCorrupt")
+	}
+
+	j, err = OpenJournal[claim](dir, claimSchema, WithCorruptPolicy(MoveCorruptAside))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if j.Len() != 0 {
+		t.Fatalf("MoveCorruptAside must start empty, has %d keys", j.Len())
+	}
+	moved := j.MovedAside()
+	if len(moved) != 1 || !strings.HasPrefix(moved[0], path+".corrupt-") {
+		t.Fatalf("moved aside %v, want %s.corrupt-<timestamp>", moved, path)
+	}
+	if evidence, _ := os.ReadFile(moved[0]); !bytes.Equal(evidence, data) {
+		t.Fatal("moved-aside log does not hold the corrupt bytes")
+	}
+	if err := j.Put("fresh", claim{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestJournalCompaction(t *testing.T) {
+	dir := t.TempDir()
+	j := openJ(t, dir, claimSchema, WithCompaction(4096, 2))
+	want := map[string]claim{}
+	for i := range 2000 {
+		key := fmt.Sprintf("claim-%d", i%150)
+		if i%7 == 0 {
+			if err := j.Delete(key); err != nil {
+				t.Fatal(err)
+			}
+			delete(want, key)
+			continue
+		}
+		v := claim{Name: fmt.Sprint(i)}
+		if err := j.Put(key, v); err != nil {
+			t.Fatal(err)
+		}
+		want[key] = v
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "snapshot")); err != nil {
+		t.Fatalf("no snapshot after compaction: %v", err)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "log.*"))
+	if len(logs) != 1 || logs[0] == filepath.Join(dir, "log.1") {
+		t.Fatalf("logs after compaction %v, want one later generation", logs)
+	}
+	st, _ := os.Stat(logs[0])
+	if st.Size() > 8192 {
+		t.Fatalf("live log is %d bytes; compaction did not bound it", st.Size())
+	}
+	j = openJ(t, dir, claimSchema)
+	if got := j.Snapshot(); !maps.EqualFunc(got, want, claimEqual) {
+		t.Fatalf("after compaction and reopen: %d keys, want %d", len(got), len(want))
+	}
+}
+
+// TestJournalCompactionCrashStates builds, by hand, the directory states a
+// crash can leave in the middle of a compaction and checks each restores
+// the same state.
+func TestJournalCompactionCrashStates(t *testing.T) {
+	// Reference: generation 1 log with a, b; generation 2 log with c.
+	base := t.TempDir()
+	j := openJ(t, base, claimSchema)
+	fill(t, j, 2)
+	log1, _ := os.ReadFile(filepath.Join(base, "log.1"))
+	j.mu.Lock()
+	gen, entries, err := j.rotateLocked()
+	j.mu.Unlock()
+	if err != nil || gen != 2 {
+		t.Fatal(gen, err)
+	}
+	if err := j.Put("claim-9", claim{Name: "claim-9"}); err != nil {
+		t.Fatal(err)
+	}
+	log2, _ := os.ReadFile(filepath.Join(base, "log.2"))
+	if err := j.writeSnapshot(gen, entries); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := os.ReadFile(filepath.Join(base, "snapshot"))
+	j.Close()
+	want := []string{"claim-0", "claim-1", "claim-9"}
+
+	for _, tc := range []struct {
+		name  string
+		files map[string][]byte
+	}{
+		{"rotated, snapshot not written", map[string][]byte{"log.1": log1, "log.2": log2}},
+		{"rotated, snapshot temp half written", map[string][]byte{"log.1": log1, "log.2": log2, ".snapshot.tmp-1": snap[:len(snap)/2]}},
+		{"snapshot renamed, old log not removed", map[string][]byte{"log.1": log1, "log.2": log2, "snapshot": snap}},
+		{"done", map[string][]byte{"log.2": log2, "snapshot": snap}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, data := range tc.files {
+				os.WriteFile(filepath.Join(dir, name), data, 0o600)
+			}
+			j := openJ(t, dir, claimSchema)
+			got := j.Snapshot()
+			if len(got) != len(want) {
+				t.Fatalf("restored %v, want keys %v", got, want)
+			}
+			for _, k := range want {
+				if got[k].Name != k {
+					t.Fatalf("restored %v, want keys %v", got, want)
+				}
+			}
+			names, _ := os.ReadDir(dir)
+			for _, n := range names {
+				if n.Name() == "log.1" && tc.files["snapshot"] != nil || strings.Contains(n.Name(), ".tmp-") {
+					t.Fatalf("debris %s left after open", n.Name())
+				}
+			}
+		})
+	}
+
+	t.Run("missing log generation", func(t *testing.T) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "log.2"), log2, 0o600)
+		if _, err := OpenJournal[claim](dir, claimSchema); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "generation 1 is missing") {
+			t.Fatalf("got %v, want a corrupt error about the missing generation", err)
+		}
+	})
+	t.Run("torn record in a log that is not the last", func(t *testing.T) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "log.1"), log1[:len(log1)-2], 0o600)
+		os.WriteFile(filepath.Join(dir, "log.2"), log2, 0o600)
+		if _, err := OpenJournal[claim](dir, claimSchema); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "before the last log") {
+			t.Fatalf("got %v, want a corrupt error", err)
+		}
+	})
+	t.Run("damaged snapshot", func(t *testing.T) {
+		dir := t.TempDir()
+		bad := bytes.Clone(snap)
+		bad[len(bad)-1] ^= 1
+		os.WriteFile(filepath.Join(dir, "snapshot"), bad, 0o600)
+		os.WriteFile(filepath.Join(dir, "log.2"), log2, 0o600)
+		_, err := OpenJournal[claim](dir, claimSchema)
+		var ce *CorruptError
+		if !errors.As(err, &ce) || ce.Path != filepath.Join(dir, "snapshot") {
+			t.Fatalf("got %v, want *CorruptError on the snapshot", err)
+		}
+	})
+}
+
+func TestJournalMigration(t *testing.T) {
+	dir := t.TempDir()
+	v1 := Schema{Kind: "dranode.io/test-devices", Version: 1}
+	old, err := OpenJournal[json.RawMessage](dir, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Put("a", json.RawMessage(`{"device":"gpu-0","numa":1}`))
+	old.Put("b", json.RawMessage(`{"device":"gpu-1","numa":0}`))
+	// Force a snapshot at version 1 plus a version 1 log after it.
+	old.mu.Lock()
+	gen, entries, err := old.rotateLocked()
+	old.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.writeSnapshot(gen, entries); err != nil {
+		t.Fatal(err)
+	}
+	old.Put("c", json.RawMessage(`{"device":"gpu-2","numa":1}`))
+	old.Close()
+
+	// A release that knows only version 1 cannot read a journal upgraded to 3.
+	j, err := OpenJournal[devicesV3](dir, devicesSchema(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := j.Snapshot()
+	if len(got) != 3 || got["c"].Devices[0].Name != "gpu-2" || got["a"].Devices[0].NUMANodes[0] != 1 {
+		t.Fatalf("upgraded state %+v", got)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Everything on disk is version 3 now.
+	files, _ := os.ReadDir(dir)
+	for _, f := range files {
+		if f.Name() == "lock" {
+			continue
+		}
+		data, _ := os.ReadFile(filepath.Join(dir, f.Name()))
+		magic := magicLog
+		if f.Name() == "snapshot" {
+			magic = magicSnapshot
+		}
+		if h, _, err := readHeader(f.Name(), data, magic, devicesSchema(3)); err != nil || h.Version != 3 {
+			t.Fatalf("%s after upgrade: version %d, %v", f.Name(), h.Version, err)
+		}
+	}
+
+	// The old release refuses it, and leaves every byte alone.
+	before := readDir(t, dir)
+	_, err = OpenJournal[json.RawMessage](dir, v1, WithCorruptPolicy(MoveCorruptAside))
+	var nv *NewerVersionError
+	if !errors.As(err, &nv) || nv.Version != 3 || nv.Supported != 1 {
+		t.Fatalf("old release: %v, want *NewerVersionError", err)
+	}
+	if after := readDir(t, dir); !maps.EqualFunc(before, after, bytes.Equal) {
+		t.Fatal("old release changed the newer journal")
+	}
+}
+
+func readDir(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	files, _ := os.ReadDir(dir)
+	for _, f := range files {
+		out[f.Name()], _ = os.ReadFile(filepath.Join(dir, f.Name()))
+	}
+	return out
+}
+
+func TestJournalValueDecodeFailure(t *testing.T) {
+	dir := t.TempDir()
+	j, err := OpenJournal[string](dir, claimSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Put("a", "a string, not a claim")
+	j.Close()
+	_, err = OpenJournal[claim](dir, claimSchema)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Reason, `value of key "a" does not decode`) {
+		t.Fatalf("got %v", err)
+	}
+}
