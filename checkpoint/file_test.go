@@ -346,7 +346,7 @@ func TestNewerVersionRefused(t *testing.T) {
 }
 
 // corruptions derives broken files from a valid one.
-func corruptions(t *testing.T) []struct {
+func corruptions() []struct {
 	name   string
 	data   []byte
 	reason string // substring of CorruptError.Reason
@@ -385,7 +385,7 @@ func corruptions(t *testing.T) []struct {
 }
 
 func TestCorruptFileFails(t *testing.T) {
-	for _, tc := range corruptions(t) {
+	for _, tc := range corruptions() {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "state")
 			if err := os.WriteFile(path, tc.data, 0o600); err != nil {
@@ -414,7 +414,7 @@ func TestCorruptFileFails(t *testing.T) {
 }
 
 func TestCorruptFileMovedAside(t *testing.T) {
-	for _, tc := range corruptions(t) {
+	for _, tc := range corruptions() {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "state")

@@ -1,0 +1,128 @@
+package checkpoint_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/dranode/dranode/checkpoint"
+)
+
+// Version 2 of a driver's state renamed "gpu" to "devices" and made it a
+// list. Files written by version 1 still load.
+type driverState struct {
+	Devices []string `json:"devices"`
+}
+
+var driverSchema = checkpoint.Schema{
+	Kind:    "example.com/driver-state",
+	Version: 2,
+	Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){
+		1: func(v1 json.RawMessage) (json.RawMessage, error) {
+			var old struct {
+				GPU string `json:"gpu"`
+			}
+			if err := json.Unmarshal(v1, &old); err != nil {
+				return nil, err
+			}
+			return json.Marshal(driverState{Devices: []string{old.GPU}})
+		},
+	},
+}
+
+func ExampleOpenFile() {
+	dir, err := os.MkdirTemp("", "checkpoint-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	f, err := checkpoint.OpenFile[driverState](filepath.Join(dir, "state"), driverSchema)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+
+	state, err := f.Load()
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Println("no state yet")
+	} else if err != nil {
+		log.Fatal(err) // corrupt, newer version, migration failure
+	}
+	state.Devices = append(state.Devices, "gpu-0")
+	if err := f.Save(state); err != nil { // durable when it returns
+		log.Fatal(err)
+	}
+	state, err = f.Load()
+	fmt.Println(state.Devices, err)
+	// Output:
+	// no state yet
+	// [gpu-0] <nil>
+}
+
+func ExampleOpenFile_corruptPolicy() {
+	dir, err := os.MkdirTemp("", "checkpoint-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "state")
+	os.WriteFile(path, []byte("not a checkpoint"), 0o600)
+
+	f, err := checkpoint.OpenFile[driverState](path, driverSchema,
+		checkpoint.WithCorruptPolicy(checkpoint.MoveCorruptAside))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	_, err = f.Load()
+	var moved *checkpoint.MovedAsideError
+	if errors.As(err, &moved) {
+		fmt.Println("start fresh:", errors.Is(err, fs.ErrNotExist))
+		fmt.Println("why:", moved.Cause.Reason)
+	}
+	// Output:
+	// start fresh: true
+	// why: magic "not a ch", want "DRNFILE1"
+}
+
+func ExampleOpenJournal() {
+	dir, err := os.MkdirTemp("", "checkpoint-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	schema := checkpoint.Schema{Kind: "example.com/claims", Version: 1}
+
+	j, err := checkpoint.OpenJournal[driverState](dir, schema)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Each call is durable when it returns; concurrent calls share fsyncs.
+	j.Put("claim-a", driverState{Devices: []string{"gpu-0"}})
+	j.Put("claim-b", driverState{Devices: []string{"gpu-1"}})
+	j.Commit( // all or nothing
+		checkpoint.Change[driverState]{Key: "claim-a", Delete: true},
+		checkpoint.Change[driverState]{Key: "claim-c", Value: driverState{Devices: []string{"gpu-0"}}},
+	)
+	j.Close()
+
+	j, err = checkpoint.OpenJournal[driverState](dir, schema)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Close()
+	state := j.Snapshot()
+	for _, key := range slices.Sorted(maps.Keys(state)) {
+		fmt.Println(key, state[key].Devices)
+	}
+	// Output:
+	// claim-b [gpu-1]
+	// claim-c [gpu-0]
+}
