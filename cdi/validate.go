@@ -104,6 +104,11 @@ func (s *Spec) Validate() error {
 	return nil
 }
 
+// IsZero reports whether the edits change nothing. It makes encoding leave
+// out empty spec-level edits even when they hold empty, non-nil lists, so
+// that encoding a decoded spec gives the same bytes every time.
+func (e ContainerEdits) IsZero() bool { return e.isEmpty() }
+
 func (e *ContainerEdits) isEmpty() bool {
 	return len(e.Env) == 0 && len(e.DeviceNodes) == 0 && len(e.Hooks) == 0 && len(e.Mounts) == 0 &&
 		len(e.AdditionalGIDs) == 0 && e.IntelRdt == nil && len(e.NetDevices) == 0

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/dranode/dranode/cdi"
@@ -301,4 +302,37 @@ func readGolden(t *testing.T, file string) *cdi.Spec {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// A null entry in a list of device nodes, hooks, mounts or net devices
+// makes the reference panic while loading the spec (it validates through a
+// nil pointer); ours decodes the entry as empty and Validate reports it.
+// Pinned so that the difference stays known.
+func TestNullEntries(t *testing.T) {
+	for _, list := range []string{"deviceNodes", "hooks", "mounts", "netDevices"} {
+		t.Run(list, func(t *testing.T) {
+			data := []byte(`{"cdiVersion":"1.1.0","kind":"a/b","devices":[{"name":"x","containerEdits":{"env":["A=1"]}}],` +
+				`"containerEdits":{"` + list + `":[null]}}`)
+			path := filepath.Join(t.TempDir(), "spec.json")
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			panicked := func() (p bool) {
+				defer func() { p = recover() != nil }()
+				_, _ = refcdi.ReadSpec(path, 0)
+				return false
+			}()
+			if !panicked {
+				t.Logf("the reference no longer panics on a null %s entry", list)
+			}
+			s, err := cdi.DecodeSpec(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var se *cdi.SpecError
+			if !errors.As(s.Validate(), &se) || !strings.HasPrefix(se.Problems[0].Path, "containerEdits."+list+"[0]") {
+				t.Errorf("Validate: %v", s.Validate())
+			}
+		})
+	}
 }
