@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 func benchDevices(uid string) map[string][]Device {
@@ -60,6 +61,34 @@ func BenchmarkPrepare1000(b *testing.B) {
 			b.ReportMetric(float64(fsyncs)/total, "fsyncs/claim")
 		})
 	}
+}
+
+// BenchmarkPrepare1000Paired measures the single writer and the 64 writers
+// back to back in every op and reports the ratio of their rates, so that
+// load from other processes on a shared machine hits both sides alike.
+func BenchmarkPrepare1000Paired(b *testing.B) {
+	const claims = 1000
+	var single, parallel time.Duration
+	for b.Loop() {
+		for _, writers := range []int{1, 64} {
+			b.StopTimer()
+			c, _ := openT(b, b.TempDir(), bootOne)
+			b.StartTimer()
+			start := time.Now()
+			prepareClaims(b, c, 0, claims, writers)
+			if writers == 1 {
+				single += time.Since(start)
+			} else {
+				parallel += time.Since(start)
+			}
+			b.StopTimer()
+			c.Close()
+			b.StartTimer()
+		}
+	}
+	b.ReportMetric(single.Seconds()/parallel.Seconds(), "speedup-x")
+	b.ReportMetric(float64(claims*b.N)/single.Seconds(), "single-claims/s")
+	b.ReportMetric(float64(claims*b.N)/parallel.Seconds(), "64-writers-claims/s")
 }
 
 // BenchmarkTransition: one op is one durable transition of one claim
