@@ -60,3 +60,52 @@ func TestCorruptJournal(t *testing.T) {
 		t.Fatal("corrupt files were not kept aside")
 	}
 }
+
+// TestOpenRefusesBadRecords: records that decode but that no Cache could
+// have written are refused with ErrBadRecord, naming the record, rather than
+// dropped.
+func TestOpenRefusesBadRecords(t *testing.T) {
+	good := func(uid, name string) record {
+		return record{Namespace: "ns", Name: name, UID: uid, State: Prepared, BootID: bootOne}
+	}
+	tests := []struct {
+		name    string
+		records map[string]record
+		say     string
+	}{
+		{"two UIDs one name", map[string]record{"u1": good("u1", "same"), "u2": good("u2", "same")}, "both named ns/same"},
+		{"unknown state", map[string]record{"u1": func() record { r := good("u1", "a"); r.State = "Frozen"; return r }()}, `unknown state "Frozen"`},
+		{"key and UID differ", map[string]record{"u1": good("u9", "a")}, "does not match its key"},
+		{"unsorted pods", map[string]record{"u1": func() record { r := good("u1", "a"); r.PodUIDs = []string{"b", "a"}; return r }()}, "not sorted"},
+		{"device without name", map[string]record{"u1": func() record {
+			r := good("u1", "a")
+			r.Drivers = []driverRecord{{Driver: "d", Devices: []deviceRecord{{Pool: "p"}}}}
+			return r
+		}()}, "device without pool or name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			j, err := checkpoint.OpenJournal[record](dir, storeSchema())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, r := range tc.records {
+				if err := j.Put(k, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			j.Close()
+			_, _, err = Open(dir, bootOne)
+			if !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), tc.say) {
+				t.Fatalf("Open: %v, want ErrBadRecord saying %q", err, tc.say)
+			}
+			// The refusal released the directory.
+			j, err = checkpoint.OpenJournal[record](dir, storeSchema())
+			if err != nil {
+				t.Fatalf("directory still locked after the refused Open: %v", err)
+			}
+			j.Close()
+		})
+	}
+}
