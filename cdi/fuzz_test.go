@@ -14,6 +14,16 @@ func FuzzParseQualifiedName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, input string) {
 		vendor, class, name, err := ParseQualifiedName(input)
+		// The fast scanner and the rule-by-rule explainer must agree: the
+		// explainer finds nothing wrong exactly when the scanner accepts.
+		var explained *NameError
+		errors.As(explainQualified(input), &explained)
+		if nothingWrong := explained.Reason == reasonNoRuleBroken; nothingWrong != (err == nil) {
+			t.Fatalf("scanner error %v, explainer %v", err, explained)
+		}
+		if _, _, ok := scanQualified(input); ok != (err == nil) {
+			t.Fatalf("scanner says %v, ParseQualifiedName %v", ok, err)
+		}
 		if IsQualifiedName(input) != (err == nil) {
 			t.Fatalf("IsQualifiedName disagrees with ParseQualifiedName (%v)", err)
 		}

@@ -124,6 +124,7 @@ const (
 	reasonEmptyDevice  = "has an empty device name"
 	reasonEmptyName    = "is empty"
 	reasonLeadingSlash = `starts with "/"; a qualified name starts with the vendor`
+	reasonNoRuleBroken = "breaks a rule of the qualified-name grammar"
 	reasonSecondSlash  = `is a second "/": only one may appear, between vendor and class`
 	reasonSecondEquals = `is a second "=": only one may appear, between class and device name`
 )
@@ -236,8 +237,8 @@ func QualifiedName(vendor, class, name string) string {
 
 // IsQualifiedName reports whether device parses as a valid qualified name.
 func IsQualifiedName(device string) bool {
-	_, _, _, err := parseQualifiedName(device, false)
-	return err == nil
+	_, _, ok := scanQualified(device)
+	return ok
 }
 
 // ParseQualifiedName splits "vendor/class=name" into its parts and validates
@@ -250,18 +251,64 @@ func IsQualifiedName(device string) bool {
 // log what they were given. The error is a *NameError (errors.Is
 // ErrInvalidName). A valid name is parsed without allocating.
 func ParseQualifiedName(device string) (vendor, class, name string, err error) {
-	return parseQualifiedName(device, true)
+	slash, eq, ok := scanQualified(device)
+	if !ok {
+		return "", "", device, explainQualified(device)
+	}
+	return device[:slash], device[slash+1 : eq], device[eq+1:], nil
 }
 
-func parseQualifiedName(device string, wantErr bool) (vendor, class, name string, err error) {
-	fail := func(e *NameError) (string, string, string, error) {
-		if !wantErr {
-			return "", "", device, ErrInvalidName
-		}
-		return "", "", device, e
+// scanQualified is the fast path: one pass over the bytes, returning the
+// offsets of the separators when device is valid. It says nothing about
+// why a name is invalid; explainQualified works that out, off the hot path.
+func scanQualified(device string) (slash, eq int, ok bool) {
+	n := len(device)
+	// The vendor: a letter, then vendorInside bytes up to the "/" (a "/"
+	// or "=" ends the loop because neither is in vendorInside).
+	if n == 0 || charClass[device[0]]&classLetter == 0 {
+		return 0, 0, false
 	}
-	shape := func(reason string) (string, string, string, error) {
-		return fail(&NameError{Input: device, Part: PartQualifiedName, Value: device, Offset: -1, Reason: reason})
+	i := 1
+	for i < n && charClass[device[i]]&vendorInside != 0 {
+		i++
+	}
+	if i == n || device[i] != '/' || charClass[device[i-1]]&alnum == 0 {
+		return 0, 0, false
+	}
+	slash = i
+	// The class, the same way, up to the "=".
+	i++
+	if i == n || charClass[device[i]]&classLetter == 0 {
+		return 0, 0, false
+	}
+	for i++; i < n && charClass[device[i]]&vendorInside != 0; i++ {
+	}
+	if i == n || device[i] != '=' || charClass[device[i-1]]&alnum == 0 {
+		return 0, 0, false
+	}
+	eq = i
+	// The device name: everything after the "=".
+	i++
+	if i == n || charClass[device[i]]&alnum == 0 {
+		return 0, 0, false
+	}
+	for i++; i < n; i++ {
+		if charClass[device[i]]&deviceInside == 0 {
+			return 0, 0, false
+		}
+	}
+	if charClass[device[n-1]]&alnum == 0 {
+		return 0, 0, false
+	}
+	return slash, eq, true
+}
+
+// explainQualified returns the *NameError for a name scanQualified
+// rejected: the first rule it breaks, checking the shape first and then
+// vendor, class and device name in turn.
+func explainQualified(device string) error {
+	shape := func(reason string) error {
+		return &NameError{Input: device, Part: PartQualifiedName, Value: device, Offset: -1, Reason: reason}
 	}
 	if device == "" {
 		return shape(reasonEmptyName)
@@ -285,17 +332,19 @@ func parseQualifiedName(device string, wantErr bool) (vendor, class, name string
 	case slash == eq-1:
 		return shape(reasonEmptyClass)
 	}
-	vendor, class, name = device[:slash], device[slash+1:eq], device[eq+1:]
+	vendor, class, name := device[:slash], device[slash+1:eq], device[eq+1:]
 	if off, reason := scanVendorOrClass(vendor); off >= 0 {
-		return fail(partError(device, PartVendor, vendor, off, reason))
+		return partError(device, PartVendor, vendor, off, reason)
 	}
 	if off, reason := scanVendorOrClass(class); off >= 0 {
-		return fail(partError(device, PartClass, class, off, refine(PartClass, class, off, reason)))
+		return partError(device, PartClass, class, off, refine(PartClass, class, off, reason))
 	}
 	if off, reason := scanDevice(name); off >= 0 {
-		return fail(partError(device, PartDevice, name, off, refine(PartDevice, name, off, reason)))
+		return partError(device, PartDevice, name, off, refine(PartDevice, name, off, reason))
 	}
-	return vendor, class, name, nil
+	// Unreachable while scanQualified and the rules above agree (a fuzz
+	// target checks that they do); an error is still better than a nil.
+	return shape(reasonNoRuleBroken)
 }
 
 // ParseKind splits a spec's kind "vendor/class" at the first "/" and
