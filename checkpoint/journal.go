@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dranode/dranode/checkpoint/internal/jsondec"
 )
 
 // Change is one step of an atomic Commit: a put of Value under Key, or, with
@@ -119,6 +121,9 @@ func OpenJournal[V any](dir string, schema Schema, opts ...Option) (*Journal[V],
 		}
 	}
 	if err != nil {
+		if j.log != nil {
+			j.log.Close()
+		}
 		unlockFile(lock)
 		return nil, err
 	}
@@ -397,6 +402,7 @@ func (j *Journal[V]) decodeAll(found map[string]stored) (map[string]slot[V], err
 	slots := make([]slot[V], len(items))
 	errs := make([]error, len(items))
 	decode := func(lo, hi int) {
+		var dec jsondec.Decoder
 		for i := lo; i < hi; i++ {
 			it := items[i]
 			raw := []byte(it.s.raw)
@@ -408,7 +414,7 @@ func (j *Journal[V]) decodeAll(found map[string]stored) (map[string]slot[V], err
 				}
 				raw = up
 			}
-			if err := json.Unmarshal(raw, &slots[i].value); err != nil {
+			if err := dec.Unmarshal(raw, &slots[i].value); err != nil {
 				errs[i] = &CorruptError{Path: it.s.path, Offset: it.s.off, Reason: fmt.Sprintf("value of key %q does not decode", it.key), Err: err}
 				continue
 			}
@@ -510,7 +516,7 @@ func (j *Journal[V]) Get(key string) (V, bool) {
 	if !ok {
 		return v, false
 	}
-	if err := json.Unmarshal(s.raw, &v); err != nil {
+	if err := jsondec.Unmarshal(s.raw, &v); err != nil {
 		// raw was decoded successfully into a V before it was stored.
 		panic(fmt.Sprintf("checkpoint: stored value of %q no longer decodes: %v", key, err))
 	}
@@ -562,7 +568,7 @@ func (j *Journal[V]) Commit(changes ...Change[V]) error {
 		}
 		// Decode our own copy so that the caller's later changes to
 		// slices or maps inside c.Value never reach the stored state.
-		if err := json.Unmarshal(raw, &ops[i].value); err != nil {
+		if err := jsondec.Unmarshal(raw, &ops[i].value); err != nil {
 			return fmt.Errorf("checkpoint: commit %q: value does not decode back: %w", c.Key, err)
 		}
 		ops[i].raw = raw
