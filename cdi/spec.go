@@ -140,6 +140,9 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // DecodeSpec decodes a JSON spec strictly (see Spec). It does not validate;
 // call Validate for that.
 func DecodeSpec(data []byte) (*Spec, error) {
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil, &DecodeError{Err: errors.New("a spec must be a JSON object")}
+	}
 	var s Spec
 	if err := json.Unmarshal(data, &s); err != nil {
 		var de *DecodeError
@@ -153,6 +156,9 @@ func DecodeSpec(data []byte) (*Spec, error) {
 
 // UnmarshalJSON decodes strictly; see Spec.
 func (s *Spec) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil // the encoding/json convention: null leaves the value alone
+	}
 	if err := checkFields(data); err != nil {
 		return err
 	}

@@ -102,10 +102,24 @@ func TestDecodeSpecStrict(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{``, `{`, `[]`, `{"kind":1}`, `{"devices":[{"containerEdits":{"deviceNodes":[{"major":"1"}]}}]}`, `{"kind":"a/b"} x`} {
+	for _, bad := range []string{``, `null`, ` [1]`, `"x"`, `{`, `[]`, `{"kind":1}`, `{"devices":[{"containerEdits":{"deviceNodes":[{"major":"1"}]}}]}`, `{"kind":"a/b"} x`} {
 		if _, err := DecodeSpec([]byte(bad)); err == nil {
 			t.Errorf("DecodeSpec(%q) accepted malformed input", bad)
 		}
+	}
+}
+
+// A null spec inside another document leaves the field alone, as
+// encoding/json does for every type.
+func TestUnmarshalNullSpec(t *testing.T) {
+	var doc struct{ Spec *Spec }
+	if err := json.Unmarshal([]byte(`{"Spec":null}`), &doc); err != nil || doc.Spec != nil {
+		t.Fatalf("got %+v, %v", doc.Spec, err)
+	}
+	var inline struct{ Spec Spec }
+	inline.Spec.Kind = "a/b"
+	if err := json.Unmarshal([]byte(`{"Spec":null}`), &inline); err != nil || inline.Spec.Kind != "a/b" {
+		t.Fatalf("got %+v, %v", inline.Spec, err)
 	}
 }
 

@@ -21,6 +21,7 @@ var ErrInvalidClaimUID = errors.New("invalid claim UID for a CDI spec file name"
 // TransientSpecFileName returns the file name of the spec for one claim:
 // "<vendor>-<class>_<claimUID>.json", with any "/" in claimUID replaced by
 // "_", the convention runtimes and other drivers use for transient specs.
+// It does not validate; SpecDir's methods do.
 func TransientSpecFileName(vendor, class, claimUID string) string {
 	return vendor + "-" + class + "_" + strings.ReplaceAll(claimUID, "/", "_") + ".json"
 }
@@ -74,6 +75,19 @@ func checkClaimUID(uid string) error {
 	return nil
 }
 
+// checkFileNameParts rejects what could make a spec file name point
+// outside the directory or at another driver's files: vendor and class
+// must be valid names (which contain no "/" or ".."-only forms).
+func checkFileNameParts(vendor, class, claimUID string) error {
+	if err := ValidateVendorName(vendor); err != nil {
+		return err
+	}
+	if err := ValidateClassName(class); err != nil {
+		return err
+	}
+	return checkClaimUID(claimUID)
+}
+
 func writeFileAtomic(dir, name string, data []byte) (err error) {
 	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
 	if err != nil {
@@ -122,7 +136,7 @@ func syncDir(dir string) error {
 // is not an error: Unprepare may run twice, or after a reboot emptied the
 // directory.
 func (d SpecDir) Remove(vendor, class, claimUID string) error {
-	if err := checkClaimUID(claimUID); err != nil {
+	if err := checkFileNameParts(vendor, class, claimUID); err != nil {
 		return err
 	}
 	path := filepath.Join(d.Path, TransientSpecFileName(vendor, class, claimUID))
@@ -149,6 +163,12 @@ func (d SpecDir) Remove(vendor, class, claimUID string) error {
 // alone (and named in the error), as are other drivers' files and
 // temporary files. A file that disappears during the sweep is not an error.
 func (d SpecDir) Sweep(vendor, class string, keep func(claimUID string) bool) (removed []string, err error) {
+	if keep == nil {
+		return nil, errors.New("cdi: sweeping specs: nil keep function (pass one that returns false to remove every spec of the kind)")
+	}
+	if err := checkFileNameParts(vendor, class, "-"); err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir(d.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

@@ -112,6 +112,26 @@ func TestSpecDirWriteRejects(t *testing.T) {
 	if names := listDir(t, d.Path); len(names) != 0 {
 		t.Errorf("rejected writes left %q", names)
 	}
+	// Vendor and class must be names, so that Remove and Sweep cannot
+	// reach outside the directory.
+	outside := filepath.Join(filepath.Dir(d.Path), "victim-x_1.json")
+	if err := os.WriteFile(outside, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, vc := range [][2]string{{"../victim", "x"}, {"a", "../b"}, {"", "x"}, {"a", ""}} {
+		if err := d.Remove(vc[0], vc[1], "1"); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("Remove(%q, %q): got %v, want a name error", vc[0], vc[1], err)
+		}
+		if _, err := d.Sweep(vc[0], vc[1], func(string) bool { return false }); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("Sweep(%q, %q): got %v, want a name error", vc[0], vc[1], err)
+		}
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("file outside the directory touched: %v", err)
+	}
+	if _, err := d.Sweep("a", "b", nil); err == nil {
+		t.Errorf("Sweep with a nil keep function must refuse")
+	}
 	// A "/" in the claim UID cannot escape the directory.
 	path, err := d.Write(good, "../x")
 	if err != nil {
