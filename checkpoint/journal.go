@@ -14,8 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/dranode/dranode/checkpoint/internal/jsondec"
 )
 
 // Change is one step of an atomic Commit: a put of Value under Key, or, with
@@ -402,7 +400,7 @@ func (j *Journal[V]) decodeAll(found map[string]stored) (map[string]slot[V], err
 	slots := make([]slot[V], len(items))
 	errs := make([]error, len(items))
 	decode := func(lo, hi int) {
-		var dec jsondec.Decoder
+		var dec jsonDecoder
 		for i := lo; i < hi; i++ {
 			it := items[i]
 			raw := []byte(it.s.raw)
@@ -414,7 +412,7 @@ func (j *Journal[V]) decodeAll(found map[string]stored) (map[string]slot[V], err
 				}
 				raw = up
 			}
-			if err := dec.Unmarshal(raw, &slots[i].value); err != nil {
+			if err := dec.unmarshal(raw, &slots[i].value); err != nil {
 				errs[i] = &CorruptError{Path: it.s.path, Offset: it.s.off, Reason: fmt.Sprintf("value of key %q does not decode", it.key), Err: err}
 				continue
 			}
@@ -516,7 +514,7 @@ func (j *Journal[V]) Get(key string) (V, bool) {
 	if !ok {
 		return v, false
 	}
-	if err := jsondec.Unmarshal(s.raw, &v); err != nil {
+	if err := fastUnmarshal(s.raw, &v); err != nil {
 		// raw was decoded successfully into a V before it was stored.
 		panic(fmt.Sprintf("checkpoint: stored value of %q no longer decodes: %v", key, err))
 	}
@@ -568,7 +566,7 @@ func (j *Journal[V]) Commit(changes ...Change[V]) error {
 		}
 		// Decode our own copy so that the caller's later changes to
 		// slices or maps inside c.Value never reach the stored state.
-		if err := jsondec.Unmarshal(raw, &ops[i].value); err != nil {
+		if err := fastUnmarshal(raw, &ops[i].value); err != nil {
 			return fmt.Errorf("checkpoint: commit %q: value does not decode back: %w", c.Key, err)
 		}
 		ops[i].raw = raw

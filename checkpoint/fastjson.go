@@ -1,4 +1,21 @@
-package jsondec
+// A fast path for decoding stored values: like encoding/json.Unmarshal,
+// faster, for the shapes records have (structs with tagged fields, strings,
+// numbers, booleans, slices, string-keyed maps, pointers).
+//
+// It is a fast path, never a second opinion: whenever it meets anything it
+// does not handle exactly as encoding/json would (escaped strings, a key that
+// only matches a field case-insensitively, a type with its own UnmarshalJSON,
+// malformed input), it hands the value, or the whole document, to
+// encoding/json, so results and errors are encoding/json's. A differential
+// fuzz test (FuzzFastUnmarshalMatchesEncodingJSON) holds it to that.
+//
+// The speed comes from a decoder compiled once per type, from scanning the
+// input once where encoding/json scans it twice (a validity pass, then the
+// decoding pass), and from sharing repeated short strings between records.
+// It lives in this package, not under internal/, because the core package
+// must show no import but the standard library.
+
+package checkpoint
 
 import (
 	"encoding"
@@ -12,32 +29,32 @@ import (
 	"unicode/utf8"
 )
 
-// Unmarshal decodes data into v, which must be a non-nil pointer to a zero
+// fastUnmarshal decodes data into v like encoding/json.Unmarshal. v must be a non-nil pointer to a zero
 // value (the fast path does not merge into existing maps and slices the way
 // encoding/json does, so it is only used on fresh values).
-func Unmarshal(data []byte, v any) error {
-	return (&Decoder{noIntern: true}).Unmarshal(data, v)
+func fastUnmarshal(data []byte, v any) error {
+	return (&jsonDecoder{noIntern: true}).unmarshal(data, v)
 }
 
-// Decoder decodes many values in a row and shares their short strings:
+// jsonDecoder decodes many values in a row and shares their short strings:
 // records of one kind repeat the same pool, driver and request names, and
 // one string for all of them saves an allocation each and memory for as
-// long as the values live. A Decoder is not safe for concurrent use; its
+// long as the values live. A jsonDecoder is not safe for concurrent use; its
 // zero value is ready.
-type Decoder struct {
+type jsonDecoder struct {
 	intern   map[string]string
 	noIntern bool // one-off decodes: a table would cost more than it saves
 }
 
-// internMax bounds the table, so that unique strings (UIDs, names) cannot
+// internMaxEntries bounds the table, so that unique strings (UIDs, names) cannot
 // make it grow without limit; the common strings come early and stay.
 const (
-	internMax    = 4096
-	internMaxLen = 32
+	internMaxEntries = 4096
+	internMaxLen     = 32
 )
 
-// Unmarshal is the package-level Unmarshal with the Decoder's string table.
-func (dec *Decoder) Unmarshal(data []byte, v any) error {
+// unmarshal is fastUnmarshal with the decoder's string table.
+func (dec *jsonDecoder) unmarshal(data []byte, v any) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return json.Unmarshal(data, v)
@@ -49,7 +66,7 @@ func (dec *Decoder) Unmarshal(data []byte, v any) error {
 	if dec.intern == nil && !dec.noIntern {
 		dec.intern = make(map[string]string)
 	}
-	d := decoder{data: data, intern: dec.intern}
+	d := jsonScan{data: data, intern: dec.intern}
 	err := fn(&d, rv.Elem())
 	if err == nil {
 		d.skipSpace()
@@ -67,11 +84,11 @@ func (dec *Decoder) Unmarshal(data []byte, v any) error {
 }
 
 // errFallback means: let encoding/json decode this document.
-var errFallback = errors.New("jsondec: not handled by the fast path")
+var errFallback = errors.New("checkpoint: JSON not handled by the fast path")
 
-const maxDepth = 10000 // encoding/json's nesting limit
+const maxJSONDepth = 10000 // encoding/json's nesting limit
 
-type decoder struct {
+type jsonScan struct {
 	data   []byte
 	pos    int
 	depth  int
@@ -79,7 +96,7 @@ type decoder struct {
 }
 
 // str returns b as a string, shared with earlier equal short strings.
-func (d *decoder) str(b []byte) string {
+func (d *jsonScan) str(b []byte) string {
 	if d.intern == nil || len(b) > internMaxLen {
 		return string(b)
 	}
@@ -87,33 +104,33 @@ func (d *decoder) str(b []byte) string {
 		return s
 	}
 	s := string(b)
-	if len(d.intern) < internMax {
+	if len(d.intern) < internMaxEntries {
 		d.intern[s] = s
 	}
 	return s
 }
 
-type decodeFunc func(d *decoder, v reflect.Value) error
+type jsonDecodeFunc func(d *jsonScan, v reflect.Value) error
 
-var cache sync.Map // reflect.Type -> decodeFunc (nil entry: unsupported)
+var jsonDecoders sync.Map // reflect.Type -> cachedDecoder (nil entry: unsupported)
 
-type cached struct{ f decodeFunc }
+type cachedDecoder struct{ f jsonDecodeFunc }
 
-func decoderFor(t reflect.Type) decodeFunc {
-	if c, ok := cache.Load(t); ok {
-		return c.(cached).f
+func decoderFor(t reflect.Type) jsonDecodeFunc {
+	if c, ok := jsonDecoders.Load(t); ok {
+		return c.(cachedDecoder).f
 	}
-	b := builder{inProgress: map[reflect.Type]*decodeFunc{}}
+	b := jsonBuilder{inProgress: map[reflect.Type]*jsonDecodeFunc{}}
 	f := b.build(t)
 	if b.unsupported {
 		f = nil
 	}
-	cache.Store(t, cached{f})
+	jsonDecoders.Store(t, cachedDecoder{f})
 	return f
 }
 
-type builder struct {
-	inProgress  map[reflect.Type]*decodeFunc // for recursive types
+type jsonBuilder struct {
+	inProgress  map[reflect.Type]*jsonDecodeFunc // for recursive types
 	unsupported bool
 }
 
@@ -122,35 +139,35 @@ var (
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-func (b *builder) build(t reflect.Type) decodeFunc {
+func (b *jsonBuilder) build(t reflect.Type) jsonDecodeFunc {
 	if p, ok := b.inProgress[t]; ok {
-		return func(d *decoder, v reflect.Value) error { return (*p)(d, v) }
+		return func(d *jsonScan, v reflect.Value) error { return (*p)(d, v) }
 	}
 	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) ||
 		t.Implements(jsonUnmarshaler) || t.Implements(textUnmarshaler) {
-		return delegate
+		return delegateToJSON
 	}
-	slot := new(decodeFunc)
+	slot := new(jsonDecodeFunc)
 	b.inProgress[t] = slot
-	var f decodeFunc
+	var f jsonDecodeFunc
 	switch t.Kind() {
 	case reflect.Bool:
-		f = decodeBool
+		f = scanBool
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		f = decodeInt
+		f = scanInt
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		f = decodeUint
+		f = scanUint
 	case reflect.Float32, reflect.Float64:
-		f = decodeFloat
+		f = scanFloat
 	case reflect.String:
-		f = decodeString
+		f = scanString
 	case reflect.Interface:
-		f = delegate
+		f = delegateToJSON
 	case reflect.Pointer:
 		f = b.pointer(t)
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Uint8 {
-			f = delegate // base64, and the rules for named byte types
+			f = delegateToJSON // base64, and the rules for named byte types
 		} else {
 			f = b.slice(t)
 		}
@@ -160,7 +177,7 @@ func (b *builder) build(t reflect.Type) decodeFunc {
 		f = b.structOf(t)
 	default:
 		b.unsupported = true // arrays, channels, funcs, complex: rare in records
-		f = delegate
+		f = delegateToJSON
 	}
 	*slot = f
 	delete(b.inProgress, t)
@@ -168,7 +185,7 @@ func (b *builder) build(t reflect.Type) decodeFunc {
 }
 
 // delegate hands one value to encoding/json. v must be addressable.
-func delegate(d *decoder, v reflect.Value) error {
+func delegateToJSON(d *jsonScan, v reflect.Value) error {
 	start := d.pos
 	if err := d.skipValue(); err != nil {
 		return err
@@ -176,9 +193,9 @@ func delegate(d *decoder, v reflect.Value) error {
 	return json.Unmarshal(d.data[start:d.pos], v.Addr().Interface())
 }
 
-func (b *builder) pointer(t reflect.Type) decodeFunc {
+func (b *jsonBuilder) pointer(t reflect.Type) jsonDecodeFunc {
 	elem := b.build(t.Elem())
-	return func(d *decoder, v reflect.Value) error {
+	return func(d *jsonScan, v reflect.Value) error {
 		if d.null() {
 			v.SetZero()
 			return nil
@@ -190,9 +207,9 @@ func (b *builder) pointer(t reflect.Type) decodeFunc {
 	}
 }
 
-func (b *builder) slice(t reflect.Type) decodeFunc {
+func (b *jsonBuilder) slice(t reflect.Type) jsonDecodeFunc {
 	elem := b.build(t.Elem())
-	return func(d *decoder, v reflect.Value) error {
+	return func(d *jsonScan, v reflect.Value) error {
 		if d.null() {
 			v.SetZero()
 			return nil
@@ -238,14 +255,14 @@ func (b *builder) slice(t reflect.Type) decodeFunc {
 	}
 }
 
-func (b *builder) mapOf(t reflect.Type) decodeFunc {
+func (b *jsonBuilder) mapOf(t reflect.Type) jsonDecodeFunc {
 	kt := t.Key()
 	if kt.Kind() != reflect.String || reflect.PointerTo(kt).Implements(textUnmarshaler) || kt.Implements(textUnmarshaler) {
 		b.unsupported = true
-		return delegate
+		return delegateToJSON
 	}
 	elem := b.build(t.Elem())
-	return func(d *decoder, v reflect.Value) error {
+	return func(d *jsonScan, v reflect.Value) error {
 		if d.null() {
 			v.SetZero()
 			return nil
@@ -291,14 +308,14 @@ func (b *builder) mapOf(t reflect.Type) decodeFunc {
 	}
 }
 
-type field struct {
+type jsonField struct {
 	name  string
 	index int
-	dec   decodeFunc
+	dec   jsonDecodeFunc
 }
 
-func (b *builder) structOf(t reflect.Type) decodeFunc {
-	var fields []field
+func (b *jsonBuilder) structOf(t reflect.Type) jsonDecodeFunc {
+	var jsonFields []jsonField
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		tag := sf.Tag.Get("json")
@@ -318,26 +335,26 @@ func (b *builder) structOf(t reflect.Type) decodeFunc {
 			b.unsupported = true
 			continue
 		}
-		if name == "" || !validTagName(name) {
+		if name == "" || !validJSONTagName(name) {
 			name = sf.Name
 		}
-		fields = append(fields, field{name: name, index: i})
+		jsonFields = append(jsonFields, jsonField{name: name, index: i})
 	}
-	for i := range fields {
+	for i := range jsonFields {
 		for k := range i {
-			if strings.EqualFold(fields[i].name, fields[k].name) {
+			if strings.EqualFold(jsonFields[i].name, jsonFields[k].name) {
 				b.unsupported = true // encoding/json's conflict rules
 			}
 		}
 	}
-	for i := range fields {
-		fields[i].dec = b.build(t.Field(fields[i].index).Type)
+	for i := range jsonFields {
+		jsonFields[i].dec = b.build(t.Field(jsonFields[i].index).Type)
 	}
-	byName := make(map[string]*field, len(fields))
-	for i := range fields {
-		byName[fields[i].name] = &fields[i]
+	byName := make(map[string]*jsonField, len(jsonFields))
+	for i := range jsonFields {
+		byName[jsonFields[i].name] = &jsonFields[i]
 	}
-	return func(d *decoder, v reflect.Value) error {
+	return func(d *jsonScan, v reflect.Value) error {
 		if d.null() {
 			return nil
 		}
@@ -358,8 +375,8 @@ func (b *builder) structOf(t reflect.Type) decodeFunc {
 			}
 			f := byName[string(key)] // no allocation for the lookup
 			if f == nil {
-				for i := range fields {
-					if strings.EqualFold(fields[i].name, string(key)) {
+				for i := range jsonFields {
+					if strings.EqualFold(jsonFields[i].name, string(key)) {
 						return errFallback // encoding/json would fill it
 					}
 				}
@@ -383,7 +400,7 @@ func (b *builder) structOf(t reflect.Type) decodeFunc {
 }
 
 // validTagName mirrors the characters encoding/json accepts in a tag name.
-func validTagName(s string) bool {
+func validJSONTagName(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -397,15 +414,15 @@ func validTagName(s string) bool {
 	return true
 }
 
-func (d *decoder) enter() error {
+func (d *jsonScan) enter() error {
 	d.depth++
-	if d.depth > maxDepth {
+	if d.depth > maxJSONDepth {
 		return errFallback
 	}
 	return nil
 }
 
-func (d *decoder) skipSpace() {
+func (d *jsonScan) skipSpace() {
 	for d.pos < len(d.data) {
 		switch d.data[d.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -417,7 +434,7 @@ func (d *decoder) skipSpace() {
 }
 
 // consume skips whitespace and then c, if c is next.
-func (d *decoder) consume(c byte) bool {
+func (d *jsonScan) consume(c byte) bool {
 	if d.pos < len(d.data) && d.data[d.pos] == c { // compact JSON: no space
 		d.pos++
 		return true
@@ -430,7 +447,7 @@ func (d *decoder) consume(c byte) bool {
 	return false
 }
 
-func (d *decoder) literal(lit string) bool {
+func (d *jsonScan) literal(lit string) bool {
 	d.skipSpace()
 	if len(d.data)-d.pos >= len(lit) && string(d.data[d.pos:d.pos+len(lit)]) == lit {
 		d.pos += len(lit)
@@ -439,7 +456,7 @@ func (d *decoder) literal(lit string) bool {
 	return false
 }
 
-func (d *decoder) null() bool {
+func (d *jsonScan) null() bool {
 	if d.pos < len(d.data) && d.data[d.pos] != 'n' && d.data[d.pos] > ' ' {
 		return false // the common case, without the literal comparison
 	}
@@ -448,7 +465,7 @@ func (d *decoder) null() bool {
 
 // keyBytes reads an object key and the colon after it. The returned slice
 // aliases the input or a scratch buffer; copy it to keep it.
-func (d *decoder) keyBytes() ([]byte, error) {
+func (d *jsonScan) keyBytes() ([]byte, error) {
 	d.skipSpace()
 	s, err := d.stringBytes()
 	if err != nil {
@@ -460,7 +477,7 @@ func (d *decoder) keyBytes() ([]byte, error) {
 	return s, nil
 }
 
-func (d *decoder) key() (string, error) {
+func (d *jsonScan) key() (string, error) {
 	b, err := d.keyBytes()
 	return d.str(b), err
 }
@@ -468,7 +485,7 @@ func (d *decoder) key() (string, error) {
 // stringBytes reads a string token. Strings with escapes, control
 // characters or non-ASCII bytes go through encoding/json, which knows every
 // rule (surrogates, invalid UTF-8 replacement).
-func (d *decoder) stringBytes() ([]byte, error) {
+func (d *jsonScan) stringBytes() ([]byte, error) {
 	if d.pos >= len(d.data) || d.data[d.pos] != '"' {
 		return nil, errFallback
 	}
@@ -486,7 +503,7 @@ func (d *decoder) stringBytes() ([]byte, error) {
 	return nil, errFallback
 }
 
-func (d *decoder) slowString(open int) ([]byte, error) {
+func (d *jsonScan) slowString(open int) ([]byte, error) {
 	d.pos = open
 	if err := d.skipString(); err != nil {
 		return nil, err
@@ -498,7 +515,7 @@ func (d *decoder) slowString(open int) ([]byte, error) {
 	return []byte(s), nil
 }
 
-func decodeString(d *decoder, v reflect.Value) error {
+func scanString(d *jsonScan, v reflect.Value) error {
 	if d.null() {
 		return nil
 	}
@@ -511,7 +528,7 @@ func decodeString(d *decoder, v reflect.Value) error {
 	return nil
 }
 
-func decodeBool(d *decoder, v reflect.Value) error {
+func scanBool(d *jsonScan, v reflect.Value) error {
 	switch {
 	case d.literal("true"):
 		v.SetBool(true)
@@ -525,7 +542,7 @@ func decodeBool(d *decoder, v reflect.Value) error {
 }
 
 // number reads a token that is exactly a JSON number.
-func (d *decoder) number() (string, error) {
+func (d *jsonScan) number() (string, error) {
 	d.skipSpace()
 	start, i, n := d.pos, d.pos, len(d.data)
 	if i < n && d.data[i] == '-' {
@@ -566,7 +583,7 @@ func (d *decoder) number() (string, error) {
 	return string(d.data[start:i]), nil
 }
 
-func decodeInt(d *decoder, v reflect.Value) error {
+func scanInt(d *jsonScan, v reflect.Value) error {
 	if d.null() {
 		return nil
 	}
@@ -582,7 +599,7 @@ func decodeInt(d *decoder, v reflect.Value) error {
 	return nil
 }
 
-func decodeUint(d *decoder, v reflect.Value) error {
+func scanUint(d *jsonScan, v reflect.Value) error {
 	if d.null() {
 		return nil
 	}
@@ -598,7 +615,7 @@ func decodeUint(d *decoder, v reflect.Value) error {
 	return nil
 }
 
-func decodeFloat(d *decoder, v reflect.Value) error {
+func scanFloat(d *jsonScan, v reflect.Value) error {
 	if d.null() {
 		return nil
 	}
@@ -615,7 +632,7 @@ func decodeFloat(d *decoder, v reflect.Value) error {
 }
 
 // skipValue moves past one JSON value, checking its syntax.
-func (d *decoder) skipValue() error {
+func (d *jsonScan) skipValue() error {
 	d.skipSpace()
 	if d.pos >= len(d.data) {
 		return errFallback
@@ -670,7 +687,7 @@ func (d *decoder) skipValue() error {
 	}
 }
 
-func (d *decoder) expect(lit string) error {
+func (d *jsonScan) expect(lit string) error {
 	if !d.literal(lit) {
 		return errFallback
 	}
@@ -679,7 +696,7 @@ func (d *decoder) expect(lit string) error {
 
 // skipString moves past a string token, checking escapes and control
 // characters (UTF-8 validity is not a syntax matter in encoding/json).
-func (d *decoder) skipString() error {
+func (d *jsonScan) skipString() error {
 	if d.pos >= len(d.data) || d.data[d.pos] != '"' {
 		return errFallback
 	}

@@ -1,4 +1,4 @@
-package jsondec
+package checkpoint
 
 import (
 	"encoding/json"
@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-type uid string
+type jdUID string
 
-type device struct {
+type jdDevice struct {
 	Pool     string   `json:"poolName"`
 	Name     string   `json:"deviceName"`
 	Requests []string `json:"requestNames,omitempty"`
@@ -21,20 +21,20 @@ type device struct {
 	Healthy  *bool    `json:"healthy"`
 }
 
-type record struct {
-	UID       uid                             `json:"uid"`
+type jdRecord struct {
+	UID       jdUID                           `json:"uid"`
 	Name      string                          `json:"name"`
 	Count     int                             `json:"count"`
 	Size      uint16                          `json:"size"`
 	Ratio     float64                         `json:"ratio"`
 	Pods      map[string]struct{}             `json:"pods"`
-	Drivers   map[string][]device             `json:"drivers"`
-	Next      *record                         `json:"next"`
+	Drivers   map[string][]jdDevice           `json:"drivers"`
+	Next      *jdRecord                       `json:"next"`
 	Raw       json.RawMessage                 `json:"raw"`
 	Bytes     []byte                          `json:"bytes"`
 	Any       any                             `json:"any"`
 	When      time.Time                       `json:"when"`
-	Labels    map[uid]string                  `json:"labels"`
+	Labels    map[jdUID]string                `json:"labels"`
 	Skipped   string                          `json:"-"`
 	Dash      string                          `json:"-,"`
 	Untagged  bool                            //
@@ -42,7 +42,7 @@ type record struct {
 	Nested    struct{ A, B []map[string]int } `json:"nested"`
 }
 
-var samples = []string{
+var jdSamples = []string{
 	`{"uid":"u-1","name":"claim","count":-3,"size":65535,"ratio":1.5e-3,"pods":{"p1":{},"p2":{}},` +
 		`"drivers":{"gpu.example.com":[{"poolName":"node","deviceName":"gpu-0","requestNames":["gpus"],"cdiDeviceIDs":["a/b=c"],"index":-128,"weight":0.25,"healthy":true}]},` +
 		`"next":{"uid":"u-2","next":null},"raw":{"x":[1,2]},"bytes":"aGVsbG8=","any":[1,"a",null],"when":"2026-11-21T20:00:00Z",` +
@@ -81,11 +81,11 @@ var samples = []string{
 }
 
 // check decodes data both ways and fails unless results and errors agree.
-func check(t *testing.T, data []byte) {
+func jdCheck(t *testing.T, data []byte) {
 	t.Helper()
-	var want, got record
+	var want, got jdRecord
 	wantErr := json.Unmarshal(data, &want)
-	gotErr := Unmarshal(data, &got)
+	gotErr := fastUnmarshal(data, &got)
 	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
 		t.Fatalf("input %q:\nencoding/json error: %v\njsondec error:       %v", data, wantErr, gotErr)
 	}
@@ -94,18 +94,18 @@ func check(t *testing.T, data []byte) {
 	}
 }
 
-func TestMatchesEncodingJSON(t *testing.T) {
-	for i, s := range samples {
-		t.Run(fmt.Sprint(i), func(t *testing.T) { check(t, []byte(s)) })
+func TestFastUnmarshalMatchesEncodingJSON(t *testing.T) {
+	for i, s := range jdSamples {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { jdCheck(t, []byte(s)) })
 	}
 }
 
-func TestFastPathIsTaken(t *testing.T) {
+func TestFastUnmarshalTakesFastPath(t *testing.T) {
 	// The fast path must actually handle a plain record; otherwise the
 	// package is only a slower encoding/json.
-	d := decoder{data: []byte(samples[0]), intern: map[string]string{}}
-	var r record
-	if err := decoderFor(reflect.TypeFor[record]())(&d, reflect.ValueOf(&r).Elem()); err != nil {
+	d := jsonScan{data: []byte(jdSamples[0]), intern: map[string]string{}}
+	var r jdRecord
+	if err := decoderFor(reflect.TypeFor[jdRecord]())(&d, reflect.ValueOf(&r).Elem()); err != nil {
 		t.Fatalf("fast path refused a plain record: %v", err)
 	}
 	if r.Drivers["gpu.example.com"][0].CDI[0] != "a/b=c" || string(r.Bytes) != "hello" || !r.When.Equal(time.Date(2026, 11, 21, 20, 0, 0, 0, time.UTC)) {
@@ -117,26 +117,26 @@ func TestFastPathIsTaken(t *testing.T) {
 	}
 }
 
-func FuzzMatchesEncodingJSON(f *testing.F) {
-	for _, s := range samples {
+func FuzzFastUnmarshalMatchesEncodingJSON(f *testing.F) {
+	for _, s := range jdSamples {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) { check(t, data) })
+	f.Fuzz(func(t *testing.T, data []byte) { jdCheck(t, data) })
 }
 
 // claim is shaped like the kubelet's ClaimInfoState.
-type claim struct {
-	ClaimUID    uid                                   `json:"ClaimUID"`
-	ClaimName   string                                `json:"ClaimName"`
-	Namespace   string                                `json:"Namespace"`
-	PodUIDs     map[string]struct{}                   `json:"PodUIDs"`
-	DriverState map[string]struct{ Devices []device } `json:"DriverState"`
+type jdClaim struct {
+	ClaimUID    jdUID                                   `json:"ClaimUID"`
+	ClaimName   string                                  `json:"ClaimName"`
+	Namespace   string                                  `json:"Namespace"`
+	PodUIDs     map[string]struct{}                     `json:"PodUIDs"`
+	DriverState map[string]struct{ Devices []jdDevice } `json:"DriverState"`
 }
 
-func BenchmarkDecode(b *testing.B) {
-	c := claim{ClaimUID: "0000002a-1111-4222-8333-00000000002a", ClaimName: "pod-42-gpus-x7k2q", Namespace: "team-a",
+func BenchmarkFastUnmarshal(b *testing.B) {
+	c := jdClaim{ClaimUID: "0000002a-1111-4222-8333-00000000002a", ClaimName: "pod-42-gpus-x7k2q", Namespace: "team-a",
 		PodUIDs: map[string]struct{}{"0000002a-aaaa-4bbb-8ccc-00000000002a": {}},
-		DriverState: map[string]struct{ Devices []device }{"gpu.example.com": {Devices: []device{
+		DriverState: map[string]struct{ Devices []jdDevice }{"gpu.example.com": {Devices: []jdDevice{
 			{Pool: "node-a", Name: "gpu-4", Requests: []string{"gpus"}, CDI: []string{"example.com/gpu=claim-0000002a-1111-4222-8333-00000000002a-gpu-0-v0", "example.com/gpu=common"}},
 			{Pool: "node-a", Name: "gpu-5", Requests: []string{"gpus"}, CDI: []string{"example.com/gpu=claim-0000002a-1111-4222-8333-00000000002a-gpu-1-v0", "example.com/gpu=common"}},
 		}}},
@@ -150,8 +150,8 @@ func BenchmarkDecode(b *testing.B) {
 		data []byte
 		new  func() any
 	}{
-		{"claim", claimJSON, func() any { return new(claim) }},
-		{"mixed", []byte(samples[0]), func() any { return new(record) }},
+		{"claim", claimJSON, func() any { return new(jdClaim) }},
+		{"mixed", []byte(jdSamples[0]), func() any { return new(jdRecord) }},
 	} {
 		b.Run("value="+tc.name+"/impl=encoding-json", func(b *testing.B) {
 			b.ReportAllocs()
@@ -166,7 +166,7 @@ func BenchmarkDecode(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(tc.data)))
 			for b.Loop() {
-				if err := Unmarshal(tc.data, tc.new()); err != nil {
+				if err := fastUnmarshal(tc.data, tc.new()); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -174,9 +174,9 @@ func BenchmarkDecode(b *testing.B) {
 		b.Run("value="+tc.name+"/impl=jsondec-Decoder", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(tc.data)))
-			var dec Decoder
+			var dec jsonDecoder
 			for b.Loop() {
-				if err := dec.Unmarshal(tc.data, tc.new()); err != nil {
+				if err := dec.unmarshal(tc.data, tc.new()); err != nil {
 					b.Fatal(err)
 				}
 			}
