@@ -11,8 +11,10 @@ import (
 // that error is a *SpecError listing every problem.
 var ErrInvalidSpec = errors.New("invalid CDI spec")
 
-// HookNames are the hook points a Hook may name (the OCI hook points).
-var HookNames = []string{"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"}
+var hookNames = []string{"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"}
+
+// HookNames returns the hook points a Hook may name (the OCI hook points).
+func HookNames() []string { return append([]string(nil), hookNames...) }
 
 // SpecProblem is one thing wrong with a spec, at a JSON path such as
 // "devices[2].containerEdits.deviceNodes[0].type".
@@ -141,7 +143,7 @@ func validateEdits(ps *problems, path string, e *ContainerEdits) {
 	for i, h := range e.Hooks {
 		p := path + ".hooks[" + strconv.Itoa(i) + "]"
 		if !knownHook(h.HookName) {
-			ps.add(p+".hookName", "%q is not one of %s", h.HookName, strings.Join(HookNames, ", "))
+			ps.add(p+".hookName", "%q is not one of %s", h.HookName, strings.Join(hookNames, ", "))
 		}
 		if h.Path == "" {
 			ps.add(p+".path", "must not be empty")
@@ -186,7 +188,7 @@ func validateEdits(ps *problems, path string, e *ContainerEdits) {
 }
 
 func knownHook(name string) bool {
-	for _, h := range HookNames {
+	for _, h := range hookNames {
 		if h == name {
 			return true
 		}

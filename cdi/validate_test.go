@@ -33,7 +33,7 @@ func TestValidate(t *testing.T) {
 		}, nil},
 		{"closID root", func(s *Spec) { s.Version = "0.7.0"; s.ContainerEdits.IntelRdt = &IntelRdt{ClosID: "/"} }, nil},
 		{"every hook name", func(s *Spec) {
-			for _, h := range HookNames {
+			for _, h := range HookNames() {
 				s.ContainerEdits.Hooks = append(s.ContainerEdits.Hooks, Hook{HookName: h, Path: "/bin/true"})
 			}
 		}, nil},

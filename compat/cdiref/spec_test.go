@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,7 +120,7 @@ func randomEdits(r *rand.Rand) cdi.ContainerEdits {
 	}
 	if r.IntN(4) == 0 {
 		e.Hooks = append(e.Hooks, cdi.Hook{
-			HookName: mostly(r, cdi.HookNames[r.IntN(len(cdi.HookNames))], "preStart", ""),
+			HookName: mostly(r, pick(r, cdi.HookNames()...), "preStart", ""),
 			Path:     mostly(r, "/bin/true", ""),
 			Env:      randomEnv(r),
 		})
@@ -334,5 +335,16 @@ func TestNullEntries(t *testing.T) {
 				t.Errorf("Validate: %v", s.Validate())
 			}
 		})
+	}
+}
+
+func TestHookNamesMatchReference(t *testing.T) {
+	ref := []string{refcdi.PrestartHook, refcdi.CreateRuntimeHook, refcdi.CreateContainerHook,
+		refcdi.StartContainerHook, refcdi.PoststartHook, refcdi.PoststopHook}
+	ours := cdi.HookNames()
+	slices.Sort(ref)
+	slices.Sort(ours)
+	if !slices.Equal(ours, ref) {
+		t.Errorf("hook names %q, reference %q", ours, ref)
 	}
 }
