@@ -44,9 +44,15 @@ func OpenFile[T any](path string, schema Schema, opts ...Option) (*File[T], erro
 	if dir == "" {
 		dir = "."
 	}
-	if err := removeTemps(dir, name); err != nil {
-		unlockFile(lock)
-		return nil, err
+	temps := []string{name}
+	if schema.Version > 1 {
+		temps = append(temps, name+".v"+strconv.Itoa(schema.Version-1)) // down-level copy
+	}
+	for _, n := range temps {
+		if err := removeTemps(dir, n); err != nil {
+			unlockFile(lock)
+			return nil, err
+		}
 	}
 	return &File[T]{path: path, schema: schema, opts: buildOptions(opts), lock: lock}, nil
 }
