@@ -3,6 +3,7 @@ package cdi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -12,14 +13,16 @@ import (
 // and keeps the last of duplicate fields; runtimes load specs with a YAML
 // decoder that does neither, so a spec we accept must be a spec they accept.
 type shape struct {
-	fields map[string]*shape // an object with exactly these fields; nil: any keys, or a scalar
-	elem   *shape            // an array of these
+	fields  map[string]*shape // an object with exactly these fields
+	anyKeys bool              // an object with any keys, each with a scalar value (annotations)
+	elem    *shape            // an array of these
+	// A shape with none of the above is a scalar.
 }
 
 var (
 	leaf       = &shape{}
 	stringList = &shape{elem: leaf}
-	freeMap    = &shape{} // annotations: any keys, each once
+	freeMap    = &shape{anyKeys: true}
 
 	editsShape = &shape{fields: map[string]*shape{
 		"env": stringList,
@@ -59,8 +62,17 @@ var (
 func checkFields(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	return walk(dec, specShape, "")
+	if err := walk(dec, specShape, ""); err != nil && err != errWrongType {
+		return err
+	}
+	return nil
 }
+
+// errWrongType stops the walk at an object or array where the schema wants
+// a scalar (or the reverse): encoding/json then reports the mismatch with
+// better words, and the walk never recurses deeper than the schema, however
+// deeply the input nests.
+var errWrongType = errors.New("wrong JSON type")
 
 func walk(dec *json.Decoder, want *shape, path string) error {
 	tok, err := dec.Token()
@@ -70,6 +82,10 @@ func walk(dec *json.Decoder, want *shape, path string) error {
 	delim, ok := tok.(json.Delim)
 	if !ok {
 		return nil // a scalar; its type is checked by the real decode
+	}
+	isObject := want.fields != nil || want.anyKeys
+	if (delim == '{' && !isObject) || (delim == '[' && want.elem == nil) {
+		return errWrongType
 	}
 	switch delim {
 	case '{':
@@ -98,12 +114,8 @@ func walk(dec *json.Decoder, want *shape, path string) error {
 			}
 		}
 	case '[':
-		elem := want.elem
-		if elem == nil {
-			elem = leaf
-		}
 		for i := 0; dec.More(); i++ {
-			if err := walk(dec, elem, path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := walk(dec, want.elem, path+"["+strconv.Itoa(i)+"]"); err != nil {
 				return err
 			}
 		}

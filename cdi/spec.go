@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"unicode/utf8"
 )
 
 // Spec is a CDI spec file: the devices of one vendor/class ("kind") and the
@@ -116,6 +117,9 @@ var (
 	// ErrUnknownField is matched by a decoding error for a field the CDI
 	// specification does not define (or spells differently).
 	ErrUnknownField = errors.New("unknown field")
+	// ErrNotUTF8 is matched by a decoding error for a spec that is not
+	// valid UTF-8.
+	ErrNotUTF8 = errors.New("not valid UTF-8")
 	// ErrDuplicateField is matched by a decoding error for a field that
 	// appears twice in one object.
 	ErrDuplicateField = errors.New("duplicate field")
@@ -158,6 +162,11 @@ func DecodeSpec(data []byte) (*Spec, error) {
 func (s *Spec) UnmarshalJSON(data []byte) error {
 	if string(data) == "null" {
 		return nil // the encoding/json convention: null leaves the value alone
+	}
+	if !utf8.Valid(data) {
+		// encoding/json would quietly turn bad bytes into U+FFFD; runtimes
+		// refuse the file.
+		return &DecodeError{Err: ErrNotUTF8}
 	}
 	if err := checkFields(data); err != nil {
 		return err

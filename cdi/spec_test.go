@@ -88,6 +88,7 @@ func TestDecodeSpecStrict(t *testing.T) {
 		{"unknown hook field", `{"kind":"a/b","containerEdits":{"hooks":[{"hookName":"prestart","path":"/x","timeOut":1}]}}`,
 			ErrUnknownField, "containerEdits.hooks[0].timeOut"},
 		{"duplicate field", `{"kind":"a/b","kind":"c/d"}`, ErrDuplicateField, "kind"},
+		{"invalid UTF-8", "{\"kind\":\"a/b\",\"devices\":[{\"name\":\"x\",\"containerEdits\":{\"env\":[\"A=\xff\"]}}]}", ErrNotUTF8, ""},
 		{"duplicate annotation", `{"kind":"a/b","annotations":{"x":"1","x":"2"}}`, ErrDuplicateField, "annotations.x"},
 	}
 	for _, tt := range tests {
@@ -105,6 +106,16 @@ func TestDecodeSpecStrict(t *testing.T) {
 	for _, bad := range []string{``, `null`, ` [1]`, `"x"`, `{`, `[]`, `{"kind":1}`, `{"devices":[{"containerEdits":{"deviceNodes":[{"major":"1"}]}}]}`, `{"kind":"a/b"} x`} {
 		if _, err := DecodeSpec([]byte(bad)); err == nil {
 			t.Errorf("DecodeSpec(%q) accepted malformed input", bad)
+		}
+	}
+}
+
+// Nesting deeper than the schema is refused without recursing into it.
+func TestDecodeSpecDeepNesting(t *testing.T) {
+	for _, field := range []string{"kind", "annotations", "devices", "containerEdits"} {
+		deep := `{"` + field + `":` + strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20) + `}`
+		if _, err := DecodeSpec([]byte(deep)); err == nil {
+			t.Errorf("%s: deeply nested arrays accepted", field)
 		}
 	}
 }
