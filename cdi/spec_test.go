@@ -101,6 +101,9 @@ func TestDecodeSpecStrict(t *testing.T) {
 			if !errors.As(err, &de) || de.Path != tt.path {
 				t.Fatalf("error %v: want a *DecodeError at %q", err, tt.path)
 			}
+			if !strings.Contains(err.Error(), tt.path+": ") {
+				t.Errorf("message %q does not give the path %q", err, tt.path)
+			}
 		})
 	}
 	for _, bad := range []string{``, `null`, ` [1]`, `"x"`, `{`, `[]`, `{"kind":1}`, `{"devices":[{"containerEdits":{"deviceNodes":[{"major":"1"}]}}]}`, `{"kind":"a/b"} x`} {

@@ -129,6 +129,21 @@ func TestSpecDirWriteRejects(t *testing.T) {
 	if _, err := os.Stat(outside); err != nil {
 		t.Errorf("file outside the directory touched: %v", err)
 	}
+	// A directory path that is a file: every operation says so.
+	file := filepath.Join(d.Path, "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	blocked := SpecDir{Path: file}
+	if _, err := blocked.Write(good, "1"); err == nil || !strings.Contains(err.Error(), "not-a-dir") {
+		t.Errorf("Write into a file: %v", err)
+	}
+	if err := blocked.Remove("a", "b", "1"); err == nil {
+		t.Errorf("Remove in a file: no error")
+	}
+	if _, err := blocked.Sweep("a", "b", func(string) bool { return false }); err == nil {
+		t.Errorf("Sweep of a file: no error")
+	}
 	if _, err := d.Sweep("a", "b", nil); err == nil {
 		t.Errorf("Sweep with a nil keep function must refuse")
 	}

@@ -144,3 +144,14 @@ func TestMinimumVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestKnownVersions(t *testing.T) {
+	v := KnownVersions()
+	if v[0] != "0.1.0" || v[len(v)-1] != CurrentVersion || !slices.Contains(v, EarliestVersion) {
+		t.Fatalf("KnownVersions = %q", v)
+	}
+	v[0] = "changed"
+	if KnownVersions()[0] != "0.1.0" {
+		t.Errorf("KnownVersions returns the package's own slice")
+	}
+}
