@@ -104,13 +104,14 @@ func ExampleSpecDir() {
 	}
 	path, err := specs.Write(spec, claimUID)
 	fmt.Println(filepath.Base(path), err)
-	fmt.Println(cdi.QualifiedName("k8s.gpu.example.com", "claim", spec.Devices[0].Name))
+	cdiIDs, err := spec.QualifiedNames() // for the kubelet
+	fmt.Println(cdiIDs, err)
 
 	// On Unprepare:
 	fmt.Println(specs.Remove("k8s.gpu.example.com", "claim", claimUID))
 	// Output:
 	// k8s.gpu.example.com-claim_0f3c2a9e-7b1d-4c3e-9f8a-2b6d5e4c1a00.json <nil>
-	// k8s.gpu.example.com/claim=0f3c2a9e-7b1d-4c3e-9f8a-2b6d5e4c1a00-gpu-3
+	// [k8s.gpu.example.com/claim=0f3c2a9e-7b1d-4c3e-9f8a-2b6d5e4c1a00-gpu-3] <nil>
 	// <nil>
 }
 

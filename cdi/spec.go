@@ -191,3 +191,21 @@ func (s *Spec) Encode() ([]byte, error) {
 	}
 	return append(data, '\n'), nil
 }
+
+// QualifiedNames returns the qualified names of the spec's devices in
+// order: the CDI device IDs a driver reports to the kubelet for them. It
+// fails when the kind or a device name is invalid.
+func (s *Spec) QualifiedNames() ([]string, error) {
+	vendor, class, err := ParseKind(s.Kind)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(s.Devices))
+	for _, d := range s.Devices {
+		if err := ValidateDeviceName(d.Name); err != nil {
+			return nil, err
+		}
+		names = append(names, QualifiedName(vendor, class, d.Name))
+	}
+	return names, nil
+}

@@ -152,3 +152,16 @@ func TestEncodeNormalizes(t *testing.T) {
 		t.Errorf("unexpected encoding:\n%s", out)
 	}
 }
+
+func TestQualifiedNames(t *testing.T) {
+	s := &Spec{Kind: "v.com/c", Devices: []Device{{Name: "a"}, {Name: "0:1"}}}
+	names, err := s.QualifiedNames()
+	if err != nil || len(names) != 2 || names[0] != "v.com/c=a" || names[1] != "v.com/c=0:1" {
+		t.Fatalf("QualifiedNames = %q, %v", names, err)
+	}
+	for _, bad := range []*Spec{{Kind: "v.com", Devices: []Device{{Name: "a"}}}, {Kind: "v.com/c", Devices: []Device{{Name: "a b"}}}} {
+		if _, err := bad.QualifiedNames(); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("%+v: got %v, want a name error", bad, err)
+		}
+	}
+}
