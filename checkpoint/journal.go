@@ -101,6 +101,7 @@ func OpenJournal[V any](dir string, schema Schema, opts ...Option) (*Journal[V],
 	if dir == "" {
 		return nil, fmt.Errorf("checkpoint: OpenJournal: empty directory")
 	}
+	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint: OpenJournal: %w", err)
 	}
@@ -109,6 +110,14 @@ func OpenJournal[V any](dir string, schema Schema, opts ...Option) (*Journal[V],
 		return nil, err
 	}
 	j := &Journal[V]{dir: dir, schema: schema, opts: buildOptions(opts), lock: lock, pendSeq: 1}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// A new directory's own entry must be durable before anything
+		// acknowledged is stored in it.
+		if err := syncDir(filepath.Dir(filepath.Clean(dir)), &j.fsyncs); err != nil {
+			unlockFile(lock)
+			return nil, err
+		}
+	}
 	j.cond.L = &j.mu
 	err = j.restore()
 	var corrupt *CorruptError
