@@ -125,7 +125,6 @@ func TestCrashKillsProcess(t *testing.T) {
 			cmd.Wait() // killed: the error is expected
 
 			c, rep := openT(t, dir, bootOne)
-			defer c.Close()
 			interrupted := map[string]bool{}
 			for _, e := range rep.Interrupted {
 				interrupted[e.Claim.UID] = true
@@ -163,11 +162,34 @@ func TestCrashKillsProcess(t *testing.T) {
 					}
 				}
 			}
+			prepared := map[string]bool{}
 			for _, e := range c.List() {
 				in := e.State == PrepareStarted || e.State == UnprepareStarted
 				if in != interrupted[e.Claim.UID] {
 					t.Errorf("%s in state %s: reported interrupted=%v", e.Claim.UID, e.State, interrupted[e.Claim.UID])
 				}
+				if e.State == Prepared {
+					prepared[e.Claim.UID] = true
+				}
+			}
+
+			// Then the node reboots: every Prepared claim is reported as no
+			// longer prepared, with the devices to unprepare it.
+			before := c.List()
+			c.Close()
+			c, rep = openT(t, dir, bootTwo)
+			defer c.Close()
+			if len(before) > 0 && !rep.RebootDetected {
+				t.Error("reboot not detected")
+			}
+			for _, e := range rep.NoLongerPrepared {
+				if !prepared[e.Claim.UID] || len(e.Drivers["d.example.com"]) != 1 || e.PreparedInCurrentBoot() {
+					t.Errorf("after reboot: %+v", e)
+				}
+				delete(prepared, e.Claim.UID)
+			}
+			if len(prepared) != 0 {
+				t.Errorf("prepared claims not reported after the reboot: %v", prepared)
 			}
 		})
 	}
