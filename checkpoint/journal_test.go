@@ -527,3 +527,62 @@ func TestJournalValueDecodeFailure(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// After a failed append the log's state is unknown; the journal must refuse
+// every later commit instead of acknowledging changes it may not have
+// stored, and a reopen must recover everything acknowledged before.
+func TestJournalFailedAppendIsSticky(t *testing.T) {
+	dir := t.TempDir()
+	j, err := OpenJournal[claim](dir, claimSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, j, 2)
+	j.log.Close() // the next write fails with "file already closed"
+	err1 := j.Put("lost", claim{})
+	if err1 == nil || !strings.Contains(err1.Error(), "reopen to recover") {
+		t.Fatalf("Put on a broken log: %v", err1)
+	}
+	if err2 := j.Put("also-lost", claim{}); err2 == nil || err2.Error() != err1.Error() {
+		t.Fatalf("second Put: %v, want the same sticky error", err2)
+	}
+	if _, ok := j.Snapshot()["lost"]; ok {
+		t.Fatal("a failed commit reached the in-memory state")
+	}
+	j.Close()
+	j = openJ(t, dir, claimSchema)
+	if got := j.Snapshot(); len(got) != 2 || got["claim-1"].Name != "claim-1" {
+		t.Fatalf("after reopen: %v", got)
+	}
+}
+
+func TestJournalCloseFlushesQueuedCommits(t *testing.T) {
+	dir := t.TempDir()
+	j, err := OpenJournal[claim](dir, claimSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 32)
+	for i := range errs {
+		wg.Go(func() { errs[i] = j.Put(fmt.Sprint(i), claim{Name: fmt.Sprint(i)}) })
+	}
+	closeErr := j.Close()
+	wg.Wait()
+	if closeErr != nil {
+		t.Fatal(closeErr)
+	}
+	acked := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			acked++
+		case !errors.Is(err, ErrClosed):
+			t.Fatalf("Put racing Close: %v, want nil or ErrClosed", err)
+		}
+	}
+	j = openJ(t, dir, claimSchema)
+	if j.Len() != acked {
+		t.Fatalf("%d Puts acknowledged, %d stored", acked, j.Len())
+	}
+}
