@@ -172,7 +172,7 @@ func TestDRAUnknownFormat(t *testing.T) {
 		name string
 		file []byte
 	}{
-		// The DRA manager's first layout (Kubernetes 1.27 to 1.30).
+		// The DRA manager's first layout (Kubernetes 1.27 through at least 1.30).
 		{name: "entries-layout", file: []byte(`{"version":"v1","entries":[{"DriverName":"gpu.example.com","ClaimUID":"u"}],"checksum":12345}`)},
 		{name: "other-apiVersion", file: draFile(t, `{"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v2","ClaimInfoStateList":[]}`)},
 		{name: "other-kind", file: draFile(t, `{"kind":"CPUManagerCheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1"}`)},

@@ -6,8 +6,10 @@
 // Two files are understood:
 //
 //   - dra_manager_state, the DRA manager's record of prepared claims
-//     (format checkpoint.dra.kubelet.k8s.io/v1, Kubernetes 1.32 and later:
-//     JSON data guarded by a CRC-32 checksum), read by ReadDRAManagerState;
+//     in the layout current kubelets write (checkpoint.dra.kubelet.k8s.io/v1:
+//     JSON data in a string guarded by a CRC-32 checksum; v1.37 is the
+//     reference), read by ReadDRAManagerState. The earlier version/entries
+//     layout of Kubernetes 1.30 and before is reported as an unknown format;
 //   - kubelet_internal_checkpoint, the device manager's record of device
 //     assignments, in both its pre-1.20 layout (device IDs as a list) and the
 //     current one (device IDs per NUMA node), read by
