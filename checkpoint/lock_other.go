@@ -1,0 +1,19 @@
+//go:build !(darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd)
+
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+)
+
+// lockFile fails where flock is not available: without a lock two writers
+// could interleave, and a store that cannot promise exclusive access must
+// not pretend to.
+func lockFile(path string) (*os.File, error) {
+	return nil, fmt.Errorf("checkpoint: lock %s: no flock on %s: %w", path, runtime.GOOS, errors.ErrUnsupported)
+}
+
+func unlockFile(f *os.File) error { return f.Close() }
