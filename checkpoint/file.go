@@ -85,9 +85,10 @@ func (f *File[T]) Load() (T, error) {
 	}
 	version, payload, err := decodeFile(f.path, data, f.schema)
 	var newer *NewerVersionError
+	fromCopy := false
 	if errors.As(err, &newer) {
 		if v, p, ok := f.downgradeCopy(data, newer); ok {
-			version, payload, err = v, p, nil
+			version, payload, err, fromCopy = v, p, nil, true
 		}
 	}
 	if err == nil {
@@ -97,6 +98,10 @@ func (f *File[T]) Load() (T, error) {
 			f.vetted = true
 			return v, nil
 		}
+	}
+	if fromCopy {
+		// The main file is newer, not corrupt: no policy may move it.
+		return zero, fmt.Errorf("checkpoint: load down-level copy %s: %w", f.downgradePath(f.schema.Version), err)
 	}
 	return zero, f.handleBad(err)
 }

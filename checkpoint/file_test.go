@@ -508,3 +508,25 @@ func TestDowngradeCopy(t *testing.T) {
 		t.Fatalf("stale down-level copy was used: %v", err)
 	}
 }
+
+// A down-level copy that the old release cannot decode must not get the
+// newer main file moved aside as "corrupt".
+func TestDowngradeCopyUndecodableKeepsNewerFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state")
+	newer := openT[devicesV3](t, path, devicesSchema(3), WithDowngradeCopy(func(json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"devices":"not a list"}`), nil
+	}))
+	if err := newer.Save(devicesV3{}); err != nil {
+		t.Fatal(err)
+	}
+	newer.Close()
+	before, _ := os.ReadFile(path)
+	older := openT[devicesV3](t, path, devicesSchema(2), WithCorruptPolicy(MoveCorruptAside))
+	_, err := older.Load()
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "down-level copy") {
+		t.Fatalf("Load: %v, want a corrupt error about the down-level copy", err)
+	}
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(before, after) {
+		t.Fatalf("the newer main file was touched: %v", err)
+	}
+}

@@ -698,6 +698,9 @@ func (j *Journal[V]) rotateLocked() (uint64, []entry, error) {
 	old := j.log
 	j.logGen = gen
 	if err := j.openLog(); err != nil {
+		// Keep appending to the old log; an empty newer log behind it
+		// would make its torn tail look like damage mid-journal.
+		os.Remove(j.logPath(gen))
 		j.logGen = gen - 1
 		j.log = old
 		return 0, nil, err
