@@ -126,3 +126,45 @@ func ExampleOpenJournal() {
 	// claim-b [gpu-1]
 	// claim-c [gpu-0]
 }
+
+// A release that changes the format can keep the previous release working
+// after a rollback: it also writes a copy in the previous version.
+func ExampleWithDowngradeCopy() {
+	dir, err := os.MkdirTemp("", "checkpoint-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "state")
+
+	// Version 2 (driverSchema) writes, with a copy for version 1.
+	toV1 := func(v2 json.RawMessage) (json.RawMessage, error) {
+		var s driverState
+		if err := json.Unmarshal(v2, &s); err != nil || len(s.Devices) == 0 {
+			return nil, fmt.Errorf("cannot express %s in version 1", v2)
+		}
+		return json.Marshal(map[string]string{"gpu": s.Devices[0]})
+	}
+	f, err := checkpoint.OpenFile[driverState](path, driverSchema, checkpoint.WithDowngradeCopy(toV1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := f.Save(driverState{Devices: []string{"gpu-3"}}); err != nil {
+		log.Fatal(err)
+	}
+	f.Close()
+
+	// The previous release only knows version 1, and still loads.
+	type stateV1 struct {
+		GPU string `json:"gpu"`
+	}
+	old, err := checkpoint.OpenFile[stateV1](path, checkpoint.Schema{Kind: driverSchema.Kind, Version: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer old.Close()
+	v1, err := old.Load()
+	fmt.Println(v1.GPU, err)
+	// Output:
+	// gpu-3 <nil>
+}
