@@ -48,6 +48,15 @@ func TestCrashChild(t *testing.T) {
 	switch role {
 	case "file":
 		err = crashFileChild(path)
+	case "hold":
+		// Take both locks, say so, and wait to be killed.
+		f, ferr := OpenFile[crashDoc](path+"-file", crashSchema)
+		j, jerr := OpenJournal[crashValue](path+"-journal", crashSchema)
+		if err = errors.Join(ferr, jerr); err == nil {
+			fmt.Println("ack locked")
+			time.Sleep(time.Hour) // until the parent kills us
+		}
+		_, _ = f, j
 	case "journal":
 		run, _ := strconv.Atoi(os.Getenv("CHECKPOINT_CRASH_RUN"))
 		err = crashJournalChild(path, run)
@@ -279,4 +288,44 @@ func TestCrashJournalSIGKILL(t *testing.T) {
 		t.Fatalf("only %d compactions seen; the test does not cover them", len(generations))
 	}
 	t.Logf("%d kills, %d commits acknowledged, %d snapshot generations seen", crashKills(t), len(acked), len(generations))
+}
+
+// TestLockAcrossProcesses: while another process holds a store, opening it
+// fails with ErrLocked; once that process dies (even by SIGKILL, without
+// closing anything) the lock is free again.
+func TestLockAcrossProcesses(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "held")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashRoleEnv+"=hold", "CHECKPOINT_CRASH_PATH="+base)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "ack locked" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child did not take the locks: %q", sc.Text())
+	}
+	if _, err := OpenFile[crashDoc](base+"-file", crashSchema); !errors.Is(err, ErrLocked) {
+		t.Errorf("OpenFile while another process holds it: %v, want ErrLocked", err)
+	}
+	if _, err := OpenJournal[crashValue](base+"-journal", crashSchema); !errors.Is(err, ErrLocked) {
+		t.Errorf("OpenJournal while another process holds it: %v, want ErrLocked", err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	f, err := OpenFile[crashDoc](base+"-file", crashSchema)
+	if err != nil {
+		t.Fatalf("OpenFile after the holder died: %v", err)
+	}
+	f.Close()
+	j, err := OpenJournal[crashValue](base+"-journal", crashSchema)
+	if err != nil {
+		t.Fatalf("OpenJournal after the holder died: %v", err)
+	}
+	j.Close()
 }
