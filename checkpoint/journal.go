@@ -50,13 +50,14 @@ type Journal[V any] struct {
 	logGen  uint64
 	logSize int64
 
-	pending  []byte       // frames of the batch that is filling up
-	spare    []byte       // the buffer of the last batch, for reuse
-	pendOps  []encoded[V] // its changes, applied once durable
-	pendSeq  uint64       // number of the batch that is filling up
-	doneSeq  uint64       // every batch up to this one is durable
-	flushing bool         // a leader is writing a batch
-	failed   error        // a write or fsync failed; the journal is unusable
+	enqueued atomic.Uint64 // commits queued since open, read without mu by a leader
+	pending  []byte        // frames of the batch that is filling up
+	spare    []byte        // the buffer of the last batch, for reuse
+	pendOps  []encoded[V]  // its changes, applied once durable
+	pendSeq  uint64        // number of the batch that is filling up
+	doneSeq  uint64        // every batch up to this one is durable
+	flushing bool          // a leader is writing a batch
+	failed   error         // a write or fsync failed; the journal is unusable
 	closing  bool
 	closed   bool
 
@@ -594,6 +595,7 @@ func (j *Journal[V]) Commit(changes ...Change[V]) error {
 	seq := j.pendSeq
 	j.pending = append(j.pending, frame...)
 	j.pendOps = append(j.pendOps, ops...)
+	j.enqueued.Add(1)
 	for j.doneSeq < seq {
 		if j.failed != nil {
 			return j.failed
@@ -612,10 +614,19 @@ func (j *Journal[V]) Commit(changes ...Change[V]) error {
 func (j *Journal[V]) flushLocked() {
 	j.flushing = true
 	// Let goroutines that are runnable right now enqueue their records
-	// first: one fsync then covers them too. Costs next to nothing for a
-	// lone committer.
+	// first: one fsync then covers them too. Keep yielding while records
+	// keep arriving (a few rounds at most); a lone committer pays one
+	// Gosched.
 	j.mu.Unlock()
-	runtime.Gosched()
+	seen := j.enqueued.Load()
+	for range 8 {
+		runtime.Gosched()
+		now := j.enqueued.Load()
+		if now == seen {
+			break
+		}
+		seen = now
+	}
 	j.mu.Lock()
 	buf, ops, seq, f := j.pending, j.pendOps, j.pendSeq, j.log
 	j.pending, j.pendOps = j.spare[:0], nil
