@@ -351,6 +351,31 @@ func TestKubeletRejectsWhatReadersReject(t *testing.T) {
 	}
 }
 
+// TestKubeletRejectsWhatReadersRejectDeviceManager is the same for the
+// device manager's current layout.
+func TestKubeletRejectsWhatReadersRejectDeviceManager(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, kubeletcompat.DeviceManagerCheckpointFile)
+	data := readFile(t, deviceManagerGoldenPath("per-numa-several"))
+	mutated := bytes.Replace(data, []byte(`"gpu-4"`), []byte(`"gpu-9"`), 1)
+	if bytes.Equal(mutated, data) {
+		t.Fatal("scenario has nothing to damage")
+	}
+	if err := os.WriteFile(path, mutated, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	manager, err := checkpointmanager.NewCheckpointManager(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manager.GetCheckpoint(kubeletcompat.DeviceManagerCheckpointFile, dmcheckpoint.New(nil, nil)); err == nil {
+		t.Error("the kubelet accepted a damaged device manager checkpoint")
+	}
+	if _, err := kubeletcompat.ReadDeviceManagerCheckpoint(path); !errors.Is(err, checkpoint.ErrCorrupt) || !errors.Is(err, kubeletcompat.ErrChecksumMismatch) {
+		t.Errorf("kubeletcompat: %v, want a checksum mismatch matching checkpoint.ErrCorrupt", err)
+	}
+}
+
 func copyFile(t testing.TB, from, to string) {
 	t.Helper()
 	if err := os.WriteFile(to, readFile(t, from), 0o644); err != nil {
