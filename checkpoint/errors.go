@@ -20,8 +20,8 @@ var (
 	// ErrClosed is returned by calls on a closed File or Journal.
 	ErrClosed = errors.New("checkpoint: closed")
 	// ErrInvalidSchema is returned when a Schema cannot describe stored data
-	// (empty kind, version below 1, a migration from a version that is not
-	// older than the current one).
+	// (empty kind, Version below 1, a migration from a negative version or
+	// from one that is not older than the current one).
 	ErrInvalidSchema = errors.New("checkpoint: invalid schema")
 	// ErrInvalidKey is returned for an empty journal key.
 	ErrInvalidKey = errors.New("checkpoint: invalid key")

@@ -16,6 +16,7 @@ import (
 // The device-record history used by the migration tests (fixtures in
 // testdata/, written by testdata/checkpoint_format.py):
 //
+//	v0 {"gpu":"gpu-3","node":1}                          before the first written format
 //	v1 {"device":"gpu-0","numa":1}                       one device
 //	v2 {"devices":[{"name":"gpu-0","numa":1}]}            a list
 //	v3 {"devices":[{"name":"gpu-0","numaNodes":[1]}]}     several NUMA nodes per device
@@ -26,6 +27,20 @@ type devicesV3 struct {
 type deviceV3 struct {
 	Name      string `json:"name"`
 	NUMANodes []int  `json:"numaNodes"`
+}
+
+func migrateDevices0to1(in json.RawMessage) (json.RawMessage, error) {
+	var v0 struct {
+		GPU  string `json:"gpu"`
+		Node int    `json:"node"`
+	}
+	if err := json.Unmarshal(in, &v0); err != nil {
+		return nil, err
+	}
+	if v0.GPU == "" {
+		return nil, errors.New("version 0 record without a gpu")
+	}
+	return json.Marshal(map[string]any{"device": v0.GPU, "numa": v0.Node})
 }
 
 func migrateDevices1to2(in json.RawMessage) (json.RawMessage, error) {
@@ -83,7 +98,9 @@ func downgradeDevices3to2(in json.RawMessage) (json.RawMessage, error) {
 }
 
 func devicesSchema(version int) Schema {
-	s := Schema{Kind: "dranode.io/test-devices", Version: version, Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){}}
+	s := Schema{Kind: "dranode.io/test-devices", Version: version, Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){
+		0: migrateDevices0to1,
+	}}
 	if version > 1 {
 		s.Migrations[1] = migrateDevices1to2
 	}
@@ -198,7 +215,8 @@ func TestSchemaValidation(t *testing.T) {
 		{"empty kind", Schema{Version: 1}},
 		{"version 0", Schema{Kind: "k", Version: 0}},
 		{"migration from current", Schema{Kind: "k", Version: 2, Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){2: noop}}},
-		{"migration from 0", Schema{Kind: "k", Version: 2, Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){0: noop}}},
+		{"migration from -1", Schema{Kind: "k", Version: 2, Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){-1: noop, 0: noop, 1: noop}}},
+		{"nil migration from 0", Schema{Kind: "k", Version: 1, Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){0: nil}}},
 		{"nil migration", Schema{Kind: "k", Version: 2, Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){1: nil}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -210,6 +228,18 @@ func TestSchemaValidation(t *testing.T) {
 			}
 		})
 	}
+	// Upgrading from version 0 is allowed; writing it is not (above).
+	valid := Schema{Kind: "k", Version: 1, Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){0: noop}}
+	if f, err := OpenFile[int](filepath.Join(t.TempDir(), "f"), valid); err != nil {
+		t.Fatalf("OpenFile with a migration from version 0: %v", err)
+	} else {
+		f.Close()
+	}
+	if j, err := OpenJournal[int](t.TempDir(), valid); err != nil {
+		t.Fatalf("OpenJournal with a migration from version 0: %v", err)
+	} else {
+		j.Close()
+	}
 }
 
 func TestMigrationSteps(t *testing.T) {
@@ -219,6 +249,7 @@ func TestMigrationSteps(t *testing.T) {
 		in   string
 		want string
 	}{
+		{"0 to 1", migrateDevices0to1, `{"gpu":"gpu-3","node":1}`, `{"device":"gpu-3","numa":1}`},
 		{"1 to 2", migrateDevices1to2, `{"device":"gpu-0","numa":1}`, `{"devices":[{"name":"gpu-0","numa":1}]}`},
 		{"2 to 3", migrateDevices2to3, `{"devices":[{"name":"a","numa":1},{"name":"b","numa":0}]}`, `{"devices":[{"name":"a","numaNodes":[1]},{"name":"b","numaNodes":[0]}]}`},
 		{"2 to 3, no devices", migrateDevices2to3, `{"devices":[]}`, `{"devices":null}`},
@@ -245,6 +276,9 @@ func TestLoadUpgradesOlderVersions(t *testing.T) {
 		{"file-v1.ckpt", 3, devicesV3{Devices: []deviceV3{{Name: "gpu-0", NUMANodes: []int{1}}}}},
 		{"file-v2.ckpt", 3, devicesV3{Devices: []deviceV3{{Name: "gpu-0", NUMANodes: []int{1}}, {Name: "gpu-1", NUMANodes: []int{0}}}}},
 		{"file-v1.ckpt", 2, map[string]any{"devices": []any{map[string]any{"name": "gpu-0", "numa": float64(1)}}}},
+		{"file-v0.ckpt", 3, devicesV3{Devices: []deviceV3{{Name: "gpu-3", NUMANodes: []int{1}}}}},
+		{"file-v0.ckpt", 2, map[string]any{"devices": []any{map[string]any{"name": "gpu-3", "numa": float64(1)}}}},
+		{"file-v0.ckpt", 1, map[string]any{"device": "gpu-3", "numa": float64(1)}},
 	} {
 		t.Run(fmt.Sprintf("%s as v%d", tc.fixture, tc.version), func(t *testing.T) {
 			path := copyFixture(t, tc.fixture)
@@ -254,7 +288,7 @@ func TestLoadUpgradesOlderVersions(t *testing.T) {
 			if tc.version == 3 {
 				got, err = openT[devicesV3](t, path, devicesSchema(3)).Load()
 			} else {
-				got, err = openT[map[string]any](t, path, devicesSchema(2)).Load()
+				got, err = openT[map[string]any](t, path, devicesSchema(tc.version)).Load()
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -294,6 +328,22 @@ func TestMigrationFailures(t *testing.T) {
 		var me *MigrationError
 		if !errors.As(err, &me) || me.From != 1 || !errors.Is(err, ErrMigration) {
 			t.Fatalf("got %v, want *MigrationError from version 1", err)
+		}
+	})
+	// A schema that never had a version 0 cannot read one, but the file
+	// is older data, not damage: no policy may move it aside.
+	t.Run("missing step from version 0", func(t *testing.T) {
+		s := devicesSchema(3)
+		delete(s.Migrations, 0)
+		path := copyFixture(t, "file-v0.ckpt")
+		before, _ := os.ReadFile(path)
+		_, err := openT[devicesV3](t, path, s, WithCorruptPolicy(MoveCorruptAside)).Load()
+		var me *MigrationError
+		if !errors.As(err, &me) || me.From != 0 || me.Path != path || errors.Is(err, ErrCorrupt) {
+			t.Fatalf("got %v, want *MigrationError from version 0", err)
+		}
+		if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+			t.Fatal("version 0 file changed by a schema that cannot upgrade it")
 		}
 	})
 	t.Run("step fails", func(t *testing.T) {
@@ -363,6 +413,11 @@ func corruptions() []struct {
 	wrongKind := appendFrame(appendHeader(nil, magicFile, header{Kind: "dranode.io/other", Version: 3}), []byte(`{}`))
 	headerNotJSON := appendFrame(appendFrame([]byte(magicFile), []byte("kind=x")), []byte(`{}`))
 	wrongType := appendFrame(appendHeader(nil, magicFile, header{Kind: s.Kind, Version: 3}), []byte(`{"devices":"gpu-0"}`))
+	// Version 0 is a format a schema may upgrade from, so a header whose
+	// version is missing must not read as 0.
+	withHeader := func(h string) []byte {
+		return appendFrame(appendFrame([]byte(magicFile), []byte(h)), []byte(`{"devices":[]}`))
+	}
 	return []struct {
 		name   string
 		data   []byte
@@ -381,6 +436,12 @@ func corruptions() []struct {
 		{"wrong kind", wrongKind, `kind "dranode.io/other", want "dranode.io/test-devices"`},
 		{"trailing bytes", append(bytes.Clone(good), 0), "unexpected bytes after the payload"},
 		{"payload of another shape", wrongType, "does not decode"},
+		{"header without version", withHeader(`{"kind":"dranode.io/test-devices"}`), "header has no format version"},
+		{"header version null", withHeader(`{"kind":"dranode.io/test-devices","version":null}`), "header has no format version"},
+		{"header version a string", withHeader(`{"kind":"dranode.io/test-devices","version":"0"}`), `header format version "0" is not an integer`},
+		{"header version a fraction", withHeader(`{"kind":"dranode.io/test-devices","version":0.5}`), "header format version 0.5 is not an integer"},
+		{"header version an object", withHeader(`{"kind":"dranode.io/test-devices","version":{}}`), "header format version {} is not an integer"},
+		{"negative header version", withHeader(`{"kind":"dranode.io/test-devices","version":-1}`), "format version -1 is negative"},
 	}
 }
 

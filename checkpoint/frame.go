@@ -95,7 +95,7 @@ func validFrameAfter(data []byte, off int) bool {
 // header is the first frame of every file.
 type header struct {
 	Kind    string `json:"kind"`
-	Version int    `json:"version"`
+	Version int    `json:"version"` // always written; 0 only in data older than the first written format
 	// Journal files: the generation of the log, or for a snapshot the
 	// generation of the first log it does not include.
 	Generation uint64 `json:"generation,omitempty"`
@@ -106,9 +106,21 @@ type header struct {
 	CopyOf string `json:"copyOf,omitempty"`
 }
 
+// storedHeader is a header as read. Its version stays raw until checked:
+// version 0 is a format a schema may upgrade from, so a header whose version
+// is missing, null or not an integer must not decode as 0 the way a plain
+// int field would.
+type storedHeader struct {
+	header
+	Version json.RawMessage `json:"version"` // shadows header.Version
+}
+
 // readHeader checks the magic and decodes the header frame, returning the
 // offset of the frame after it. It checks the kind, and the version against
-// supported, so that no caller can forget either.
+// supported, so that no caller can forget either. Version 0 passes like any
+// older version: whether its payload can be read is up to the schema's
+// migrations, and a missing step is a *MigrationError when the payload is
+// upgraded, not corruption.
 func readHeader(path string, data []byte, magic string, s Schema) (header, int, error) {
 	var h header
 	if len(data) < magicLen {
@@ -121,14 +133,22 @@ func readHeader(path string, data []byte, magic string, s Schema) (header, int, 
 	if fault != faultNone {
 		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: "header: " + string(fault)}
 	}
-	if err := json.Unmarshal(payload, &h); err != nil {
+	var stored storedHeader
+	if err := json.Unmarshal(payload, &stored); err != nil {
 		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: "header is not valid JSON", Err: err}
 	}
+	h = stored.header
 	if h.Kind != s.Kind {
 		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: fmt.Sprintf("kind %q, want %q", h.Kind, s.Kind)}
 	}
-	if h.Version < 1 {
-		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: fmt.Sprintf("format version %d, want >= 1", h.Version)}
+	if len(stored.Version) == 0 || string(stored.Version) == "null" {
+		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: "header has no format version"}
+	}
+	if err := json.Unmarshal(stored.Version, &h.Version); err != nil {
+		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: fmt.Sprintf("header format version %.40s is not an integer", stored.Version), Err: err}
+	}
+	if h.Version < 0 {
+		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: fmt.Sprintf("format version %d is negative", h.Version)}
 	}
 	if h.Version > s.Version {
 		return h, 0, &NewerVersionError{Path: path, Kind: h.Kind, Version: h.Version, Supported: s.Version}

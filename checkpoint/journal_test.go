@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -500,6 +501,124 @@ func TestJournalMigration(t *testing.T) {
 	}
 	if after := readDir(t, dir); !maps.EqualFunc(before, after, bytes.Equal) {
 		t.Fatal("old release changed the newer journal")
+	}
+}
+
+// writeVersion0Journal lays out, with the frame helpers and no Journal, what
+// a writer of version 0 would have left: a snapshot of generation 2 holding
+// a, b and x, and log 2 that adds c, deletes b and overwrites x with a value
+// only the upgrade can read.
+func writeVersion0Journal(t *testing.T, dir string) {
+	t.Helper()
+	kind := devicesSchema(3).Kind
+	n := 3
+	snap := appendHeader(nil, magicSnapshot, header{Kind: kind, Version: 0, Generation: 2, Records: &n})
+	snap = appendFrame(snap, appendPut(nil, "a", []byte(`{"gpu":"gpu-0","node":1}`)))
+	snap = appendFrame(snap, appendPut(nil, "b", []byte(`{"gpu":"gpu-1","node":0}`)))
+	snap = appendFrame(snap, appendPut(nil, "x", []byte(`{"gpu":"gpu-9","node":0}`)))
+	log := appendHeader(nil, magicLog, header{Kind: kind, Version: 0, Generation: 2})
+	log = appendFrame(log, appendPut(nil, "c", []byte(`{"gpu":"gpu-2","node":1}`)))
+	log = appendFrame(log, appendPut(appendDelete(nil, "b"), "x", []byte(`{"gpu":"gpu-8","node":1}`)))
+	for name, data := range map[string][]byte{snapshotName: snap, logPrefix + "2": log} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestJournalUpgradesVersion0(t *testing.T) {
+	dir := t.TempDir()
+	writeVersion0Journal(t, dir)
+	j, err := OpenJournal[devicesV3](dir, devicesSchema(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]devicesV3{
+		"a": {Devices: []deviceV3{{Name: "gpu-0", NUMANodes: []int{1}}}},
+		"c": {Devices: []deviceV3{{Name: "gpu-2", NUMANodes: []int{1}}}},
+		"x": {Devices: []deviceV3{{Name: "gpu-8", NUMANodes: []int{1}}}},
+	}
+	if got := j.Snapshot(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("upgraded state %+v, want %+v", got, want)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Rewritten at version 3: a reader without any migration gets the same.
+	files, _ := os.ReadDir(dir)
+	for _, f := range files {
+		if f.Name() == lockName {
+			continue
+		}
+		data, _ := os.ReadFile(filepath.Join(dir, f.Name()))
+		magic := magicLog
+		if f.Name() == snapshotName {
+			magic = magicSnapshot
+		}
+		if h, _, err := readHeader(f.Name(), data, magic, devicesSchema(3)); err != nil || h.Version != 3 {
+			t.Fatalf("%s after upgrade: version %d, %v", f.Name(), h.Version, err)
+		}
+	}
+	current, err := OpenJournal[devicesV3](dir, Schema{Kind: devicesSchema(3).Kind, Version: 3})
+	if err != nil {
+		t.Fatalf("reader without migrations after the upgrade: %v", err)
+	}
+	defer current.Close()
+	if got := current.Snapshot(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the rewrite %+v, want %+v", got, want)
+	}
+}
+
+// A journal of version 0 meets a schema without Migrations[0]: older data
+// it cannot read, which must stay exactly as it is under every policy.
+func TestJournalVersion0WithoutMigration(t *testing.T) {
+	for _, policy := range []CorruptPolicy{FailOnCorrupt, MoveCorruptAside} {
+		t.Run(policy.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			writeVersion0Journal(t, dir)
+			before := readDir(t, dir)
+			s := devicesSchema(3)
+			delete(s.Migrations, 0)
+			_, err := OpenJournal[devicesV3](dir, s, WithCorruptPolicy(policy))
+			var me *MigrationError
+			if !errors.As(err, &me) || me.From != 0 || errors.Is(err, ErrCorrupt) {
+				t.Fatalf("got %v, want *MigrationError from version 0", err)
+			}
+			after := readDir(t, dir)
+			delete(after, lockName)
+			if !maps.EqualFunc(before, after, bytes.Equal) {
+				t.Fatal("journal changed by a schema that cannot upgrade it")
+			}
+		})
+	}
+}
+
+// A journal header whose version is missing is damage, not version 0, even
+// for a schema that upgrades version 0.
+func TestJournalHeaderWithoutVersion(t *testing.T) {
+	kind := devicesSchema(3).Kind
+	for _, hdr := range []string{
+		`{"kind":"` + kind + `","generation":1}`,
+		`{"kind":"` + kind + `","version":null,"generation":1}`,
+		`{"kind":"` + kind + `","version":"1","generation":1}`,
+		`{"kind":"` + kind + `","version":-2,"generation":1}`,
+	} {
+		t.Run(hdr, func(t *testing.T) {
+			dir := t.TempDir()
+			data := appendFrame(appendFrame([]byte(magicLog), []byte(hdr)), appendPut(nil, "a", []byte(`{"gpu":"gpu-0","node":1}`)))
+			path := filepath.Join(dir, logPrefix+"1")
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := OpenJournal[devicesV3](dir, devicesSchema(3))
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.Path != path || !strings.Contains(ce.Reason, "version") {
+				t.Fatalf("got %v, want *CorruptError about the version of %s", err, path)
+			}
+			if after, _ := os.ReadFile(path); !bytes.Equal(after, data) {
+				t.Fatal("corrupt log changed under FailOnCorrupt")
+			}
+		})
 	}
 }
 

@@ -7,9 +7,14 @@ import (
 
 // Schema names a stored kind and its format history.
 //
-// Version is the format this code writes. Migrations[v] upgrades a payload
-// of format v to format v+1, raw JSON in and raw JSON out; loading data of
-// version v < Version runs Migrations[v], Migrations[v+1], ... in memory.
+// Version is the format this code writes, 1 or more. Migrations[v], for v
+// from 0 to Version-1, upgrades a payload of format v to format v+1, raw
+// JSON in and raw JSON out; loading data of version v < Version runs
+// Migrations[v], Migrations[v+1], ... in memory. Version 0 is never written
+// by this package: it names a layout older than the first one written (a
+// prototype, or data converted from elsewhere and stored with "version":0)
+// that Migrations[0] upgrades.
+//
 // For a File the payload is the whole document; for a Journal it is one
 // record's value. A migration must not keep or modify its input slice after
 // returning.
@@ -27,8 +32,8 @@ func (s Schema) validate() error {
 		return fmt.Errorf("%w: kind %q: Version %d, want >= 1", ErrInvalidSchema, s.Kind, s.Version)
 	}
 	for v, m := range s.Migrations {
-		if v < 1 || v >= s.Version {
-			return fmt.Errorf("%w: kind %q: migration from version %d, but only versions 1..%d can be upgraded", ErrInvalidSchema, s.Kind, v, s.Version-1)
+		if v < 0 || v >= s.Version {
+			return fmt.Errorf("%w: kind %q: migration from version %d, but only versions 0..%d can be upgraded", ErrInvalidSchema, s.Kind, v, s.Version-1)
 		}
 		if m == nil {
 			return fmt.Errorf("%w: kind %q: migration from version %d is nil", ErrInvalidSchema, s.Kind, v)

@@ -98,6 +98,8 @@ def write_file(path: str, kind: str, version: int, payload: dict):
 
 def fixtures():
     kind = "dranode.io/test-devices"
+    # Version 0: the layout before the first written format, one GPU and its node.
+    write_file("file-v0.ckpt", kind, 0, {"gpu": "gpu-3", "node": 1})
     # Version 1: one device and its NUMA node.
     write_file("file-v1.ckpt", kind, 1, {"device": "gpu-0", "numa": 1})
     # Version 2: a list of devices.
