@@ -51,6 +51,6 @@
 //
 // The record is a checkpoint.Journal keyed by claim UID, so a change costs
 // one appended record however many claims are recorded. The stored format is
-// versioned through checkpoint migrations: format 2 is written; format 1, the
+// versioned through checkpoint migrations: format 1 is written; format 0, the
 // prototype layout, is upgraded on Open (see testdata/).
 package claimcache

@@ -7,17 +7,17 @@ import (
 	"testing"
 )
 
-// FuzzMigrateFormat1 feeds arbitrary bytes to the format 1 → 2 upgrade. It
-// must either refuse them or produce a format 2 record that decodes, keeps
+// FuzzMigrateFormat0 feeds arbitrary bytes to the format 0 → 1 upgrade. It
+// must either refuse them or produce a format 1 record that decodes, keeps
 // every device, and says the same thing when upgraded output is re-encoded.
-func FuzzMigrateFormat1(f *testing.F) {
+func FuzzMigrateFormat0(f *testing.F) {
 	f.Add([]byte(`{"claimUID":"u","claimName":"n","namespace":"ns","podUIDs":["b","a","b"],"bootID":"boot","devices":[{"driverName":"d","poolName":"p","deviceName":"x","requestNames":["r"],"cdiDevices":["v.com/c=x"]}]}`))
 	f.Add([]byte(`{"claimUID":"u","claimName":"n","namespace":"ns","bootID":"b","devices":[{"driverName":"z","poolName":"p","deviceName":"1"},{"driverName":"a","poolName":"p","deviceName":"2"},{"driverName":"z","poolName":"q","deviceName":"3"}]}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"devices":[{}]}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, err := migrateFormat1To2(in)
+		out, err := migrateFormat0To1(in)
 		if err != nil {
 			return
 		}
@@ -25,9 +25,9 @@ func FuzzMigrateFormat1(f *testing.F) {
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatalf("upgrade produced %s, which does not decode: %v", out, err)
 		}
-		var old recordFormat1
+		var old recordFormat0
 		if err := json.Unmarshal(in, &old); err != nil {
-			t.Fatalf("upgrade accepted %q, which does not decode as format 1: %v", in, err)
+			t.Fatalf("upgrade accepted %q, which does not decode as format 0: %v", in, err)
 		}
 		n := 0
 		for _, d := range r.Drivers {
@@ -64,7 +64,7 @@ func FuzzMigrateFormat1(f *testing.F) {
 	})
 }
 
-// FuzzRestoreRecord feeds arbitrary JSON as a stored format 2 record: check
+// FuzzRestoreRecord feeds arbitrary JSON as a stored format 1 record: check
 // must refuse anything a Cache could not work with, and accept nothing that
 // breaks an operation on it.
 func FuzzRestoreRecord(f *testing.F) {

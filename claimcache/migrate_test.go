@@ -1,9 +1,11 @@
 package claimcache
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
+	"hash/crc32"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,49 +17,76 @@ import (
 	"github.com/dranode/dranode/checkpoint"
 )
 
-var updateTestdata = flag.Bool("claimcache.update-testdata", false, "rewrite testdata/format1-journal from testdata/format1.json")
+var updateTestdata = flag.Bool("claimcache.update-testdata", false, "rewrite testdata/format0-journal from testdata/format0.json")
 
 const (
-	format1Source  = "testdata/format1.json"
-	format1Journal = "testdata/format1-journal"
+	format0Source  = "testdata/format0.json"
+	format0Journal = "testdata/format0-journal"
 )
 
-// TestWriteFormat1Journal makes the hand-made older layout: the records of
-// testdata/format1.json (the prototype layout, recordFormat1) written as a
-// format 1 journal. It only runs with -claimcache.update-testdata; the bytes
-// are committed so that TestUpgradeFormat1 reads what an old agent left
-// behind, not what today's code would write.
-func TestWriteFormat1Journal(t *testing.T) {
-	if !*updateTestdata {
-		t.Skip("run with -claimcache.update-testdata to rewrite " + format1Journal)
+// format0Log encodes a journal log of generation 1 whose header says format
+// 0, holding one record that puts every value, in key order. checkpoint
+// never writes format 0 (its writers start at 1), so this follows the byte
+// layout in checkpoint's README by hand, as a tool converting an old
+// agent's state would.
+func format0Log(values map[string][]byte) []byte {
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	frame := func(dst, payload []byte) []byte {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+		dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(payload, castagnoli))
+		return append(dst, payload...)
 	}
-	src, err := os.ReadFile(format1Source)
+	var record []byte
+	for _, key := range slices.Sorted(maps.Keys(values)) {
+		record = append(record, 'P')
+		record = binary.AppendUvarint(record, uint64(len(key)))
+		record = append(record, key...)
+		record = binary.AppendUvarint(record, uint64(len(values[key])))
+		record = append(record, values[key]...)
+	}
+	out := frame([]byte("DRNJLOG1"), []byte(`{"kind":"`+schemaKind+`","version":0,"generation":1}`))
+	return frame(out, record)
+}
+
+// writeFormat0Journal makes dir a journal directory holding values at
+// format 0.
+func writeFormat0Journal(t *testing.T, dir string, values map[string][]byte) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "log.1"), format0Log(values), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWriteFormat0Journal makes the hand-made older layout: the records of
+// testdata/format0.json (the prototype layout, recordFormat0) written as a
+// format 0 journal. It only runs with -claimcache.update-testdata; the bytes
+// are committed so that TestUpgradeFormat0 reads what an old agent left
+// behind, not what today's code would write.
+func TestWriteFormat0Journal(t *testing.T) {
+	if !*updateTestdata {
+		t.Skip("run with -claimcache.update-testdata to rewrite " + format0Journal)
+	}
+	src, err := os.ReadFile(format0Source)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs map[string]recordFormat1
+	var recs map[string]recordFormat0
 	if err := json.Unmarshal(src, &recs); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(format1Journal); err != nil {
+	values := map[string][]byte{}
+	for uid, r := range recs {
+		if values[uid], err = json.Marshal(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(format0Journal); err != nil {
 		t.Fatal(err)
 	}
-	j, err := checkpoint.OpenJournal[recordFormat1](format1Journal, checkpoint.Schema{Kind: schemaKind, Version: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var changes []checkpoint.Change[recordFormat1]
-	for _, uid := range slices.Sorted(maps.Keys(recs)) {
-		changes = append(changes, checkpoint.Change[recordFormat1]{Key: uid, Value: recs[uid]})
-	}
-	if err := j.Commit(changes...); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// The lock file is created anew by every open; it is not data.
-	os.Remove(filepath.Join(format1Journal, "lock"))
+	writeFormat0Journal(t, format0Journal, values)
 }
 
 // copyDir copies the flat directory src into a new temporary one, so that
@@ -81,8 +110,8 @@ func copyDir(t *testing.T, src string) string {
 	return dst
 }
 
-func TestUpgradeFormat1(t *testing.T) {
-	dir := copyDir(t, format1Journal)
+func TestUpgradeFormat0(t *testing.T) {
+	dir := copyDir(t, format0Journal)
 	const oldBoot = "7c0a6f2e-aaaa-4d7e-8a1b-000000000001"
 	want := []Entry{
 		{
@@ -107,6 +136,14 @@ func TestUpgradeFormat1(t *testing.T) {
 		},
 	}
 
+	// The committed journal really is older than what is written now: a
+	// reader of the current format without the upgrade refuses it.
+	_, err := checkpoint.OpenJournal[record](dir, checkpoint.Schema{Kind: schemaKind, Version: formatVersion})
+	var me *checkpoint.MigrationError
+	if !errors.As(err, &me) || me.From != 0 {
+		t.Fatalf("current-format reader without the upgrade, before it: %v, want *checkpoint.MigrationError from format 0", err)
+	}
+
 	c, rep := openT(t, dir, oldBoot)
 	if got := c.List(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("upgraded entries:\n got %+v\nwant %+v", got, want)
@@ -126,7 +163,7 @@ func TestUpgradeFormat1(t *testing.T) {
 	}
 
 	// The journal was rewritten in the current format: a reader that knows
-	// only format 2 (no migrations) reads it, in a new boot.
+	// only format 1 (no migrations) reads it, in a new boot.
 	j, err := checkpoint.OpenJournal[record](dir, checkpoint.Schema{Kind: schemaKind, Version: formatVersion})
 	if err != nil {
 		t.Fatalf("current-format reader after the upgrade: %v", err)
@@ -142,7 +179,7 @@ func TestUpgradeFormat1(t *testing.T) {
 	}
 }
 
-func TestUpgradeRefusesBadFormat1Records(t *testing.T) {
+func TestUpgradeRefusesBadFormat0Records(t *testing.T) {
 	tests := []struct {
 		name, value, say string
 	}{
@@ -154,15 +191,8 @@ func TestUpgradeRefusesBadFormat1Records(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			j, err := checkpoint.OpenJournal[json.RawMessage](dir, checkpoint.Schema{Kind: schemaKind, Version: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := j.Put("u", json.RawMessage(tc.value)); err != nil {
-				t.Fatal(err)
-			}
-			j.Close()
-			_, _, err = Open(dir, "b")
+			writeFormat0Journal(t, dir, map[string][]byte{"u": []byte(tc.value)})
+			_, _, err := Open(dir, "b")
 			if err == nil || !strings.Contains(err.Error(), tc.say) {
 				t.Fatalf("Open: %v, want an error saying %q", err, tc.say)
 			}

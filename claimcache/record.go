@@ -15,14 +15,13 @@ import (
 // grow without changing what is on disk, and every change of what is on disk
 // comes with a migration.
 //
-// checkpoint numbers formats from 1, so the layouts are: format 1, the
-// prototype layout (recordFormat1), never written by a release; format 2,
-// the first layout this module writes (record). Shipping the 1 → 2 upgrade
-// proves, before a real format change needs it, that stored claims survive
-// one.
+// The layouts are: format 0, the prototype layout (recordFormat0), never
+// written by a release; format 1, the first layout this module writes
+// (record). Shipping the 0 → 1 upgrade proves, before a real format change
+// needs it, that stored claims survive one.
 const (
 	schemaKind    = "dranode.io/claimcache"
-	formatVersion = 2
+	formatVersion = 1
 )
 
 // storeSchema is the journal schema: the kind, the current format and the
@@ -32,7 +31,7 @@ func storeSchema() checkpoint.Schema {
 		Kind:    schemaKind,
 		Version: formatVersion,
 		Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){
-			1: migrateFormat1To2,
+			0: migrateFormat0To1,
 		},
 	}
 }
@@ -195,19 +194,19 @@ func (r *record) check(key string) error {
 	return nil
 }
 
-// recordFormat1 is the prototype layout, modelled on the kubelet's own
+// recordFormat0 is the prototype layout, modelled on the kubelet's own
 // claim checkpoint: no lifecycle state (a record meant "prepared") and one
 // flat device list tagged with driver names.
-type recordFormat1 struct {
+type recordFormat0 struct {
 	ClaimUID  string          `json:"claimUID"`
 	ClaimName string          `json:"claimName"`
 	Namespace string          `json:"namespace"`
 	PodUIDs   []string        `json:"podUIDs"`
 	BootID    string          `json:"bootID"`
-	Devices   []deviceFormat1 `json:"devices"`
+	Devices   []deviceFormat0 `json:"devices"`
 }
 
-type deviceFormat1 struct {
+type deviceFormat0 struct {
 	DriverName   string   `json:"driverName"`
 	PoolName     string   `json:"poolName"`
 	DeviceName   string   `json:"deviceName"`
@@ -215,15 +214,15 @@ type deviceFormat1 struct {
 	CDIDevices   []string `json:"cdiDevices"`
 }
 
-func migrateFormat1To2(raw json.RawMessage) (json.RawMessage, error) {
-	var old recordFormat1
+func migrateFormat0To1(raw json.RawMessage) (json.RawMessage, error) {
+	var old recordFormat0
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&old); err != nil {
-		return nil, fmt.Errorf("claimcache: upgrade record from format 1: %w", err)
+		return nil, fmt.Errorf("claimcache: upgrade record from format 0: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("claimcache: upgrade record from format 1: data after the record at byte %d", dec.InputOffset())
+		return nil, fmt.Errorf("claimcache: upgrade record from format 0: data after the record at byte %d", dec.InputOffset())
 	}
 	r := record{
 		Namespace: old.Namespace,
@@ -236,7 +235,7 @@ func migrateFormat1To2(raw json.RawMessage) (json.RawMessage, error) {
 	drivers := map[string][]Device{}
 	for _, d := range old.Devices {
 		if d.DriverName == "" {
-			return nil, fmt.Errorf("claimcache: upgrade record %s from format 1: device %s/%s has no driver name", old.ClaimUID, d.PoolName, d.DeviceName)
+			return nil, fmt.Errorf("claimcache: upgrade record %s from format 0: device %s/%s has no driver name", old.ClaimUID, d.PoolName, d.DeviceName)
 		}
 		drivers[d.DriverName] = append(drivers[d.DriverName], Device{
 			Pool: d.PoolName, Device: d.DeviceName, Requests: d.RequestNames, CDIDeviceIDs: d.CDIDevices,
