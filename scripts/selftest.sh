@@ -70,6 +70,9 @@ expect pass "tag: creates MODULE/VERSION" "tagged cdi/$version" \
 	env GIT_COMMITTER_NAME=selftest GIT_COMMITTER_EMAIL=selftest@example.invalid scripts/tag.sh cdi "$version"
 expect pass "tag: the tag exists afterwards" "cdi/$version" git tag --list "cdi/$version"
 expect fail "tag: refuses an existing tag" "already exists" scripts/tag.sh cdi "$version"
+nested="$(awk '$1 == "tools/envtest:" { print $2 }' "$work/repo/versions.yaml")"
+expect pass "tag: a nested module gets a nested tag" "tagged tools/envtest/$nested" \
+	env GIT_COMMITTER_NAME=selftest GIT_COMMITTER_EMAIL=selftest@example.invalid scripts/tag.sh tools/envtest "$nested"
 
 if [[ $failures -gt 0 ]]; then
 	echo "selftest: $failures failure(s)"

@@ -18,7 +18,7 @@ if [[ ! -f "$module/go.mod" ]]; then
 	echo "tag: $module is not a module directory (no $module/go.mod)" >&2
 	exit 2
 fi
-listed="$(sed -n "s/^  $module:[[:space:]]*\\([^[:space:]#]*\\).*/\\1/p" versions.yaml)"
+listed="$(awk -v m="$module" '$1 == m":" { print $2; exit }' versions.yaml)"
 if [[ -z "$listed" ]]; then
 	echo "tag: module $module is not listed in versions.yaml" >&2
 	exit 1

@@ -1,0 +1,3 @@
+module github.com/dranode/dranode/tools/envtest
+
+go 1.26.0
