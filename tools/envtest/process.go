@@ -1,0 +1,139 @@
+package envtest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is one control-plane child: its own process group (so that Stop
+// reaches anything it forks), its output in a log file in the environment's
+// directory, and a goroutine that reaps it and records how it ended.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	logFile *os.File
+	done    chan struct{} // closed once the process has been reaped
+	waitErr error         // valid after done is closed
+}
+
+func startProcess(name, binary string, args []string, dir string, stdout, stderr io.Writer) (*process, error) {
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("envtest: creating log for %s: %w", name, err)
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = f, f
+	if stdout != nil {
+		cmd.Stdout = io.MultiWriter(f, prefixWriter(stdout, name))
+	}
+	if stderr != nil {
+		cmd.Stderr = io.MultiWriter(f, prefixWriter(stderr, name))
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid: true,
+		// If the test binary dies without Stop (a panic, a -timeout), the
+		// children must not keep running on a shared machine.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("envtest: starting %s (%s): %w", name, binary, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, logFile: f, done: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the process has ended.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM to the process group, then SIGKILL after grace, and
+// waits until the process is reaped.
+func (p *process) stop(grace time.Duration) error {
+	pgid := p.cmd.Process.Pid
+	if !p.exited() {
+		if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("envtest: signalling %s (pgid %d): %w", p.name, pgid, err)
+		}
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+		}
+	}
+	// Also after a clean exit: a child the process forked may still be in
+	// the group.
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("envtest: killing %s (pgid %d): %w", p.name, pgid, err)
+	}
+	<-p.done
+	return nil
+}
+
+// Pid is the process id (also its process-group id).
+func (p *process) pid() int { return p.cmd.Process.Pid }
+
+// tail returns the last n lines of the process's log.
+func (p *process) tail(n int) string { return tailFile(p.logPath, n) }
+
+func tailFile(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(log %s unreadable: %v)", path, err)
+	}
+	data = bytes.TrimRight(data, "\n")
+	lines := bytes.Split(data, []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// logContains reports whether the process's log has s; used to recognise a
+// port taken between picking it and the process binding it.
+func (p *process) logContains(s string) bool {
+	data, err := os.ReadFile(p.logPath)
+	return err == nil && bytes.Contains(data, []byte(s))
+}
+
+// prefixWriter prefixes each write with the process name, so interleaved
+// output of three processes stays readable. Writes from exec's copying
+// goroutine arrive in chunks, not lines; the prefix marks chunks.
+func prefixWriter(w io.Writer, name string) io.Writer {
+	return &prefixed{w: w, prefix: "[" + name + "] "}
+}
+
+type prefixed struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p *prefixed) Write(b []byte) (int, error) {
+	s := strings.TrimRight(string(b), "\n")
+	s = p.prefix + strings.ReplaceAll(s, "\n", "\n"+p.prefix) + "\n"
+	if _, err := io.WriteString(p.w, s); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
