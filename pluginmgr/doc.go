@@ -1,8 +1,16 @@
 // Package pluginmgr is the contract between the dranode agent and vendor
-// driver plugins, which run as separate processes through hashicorp/go-plugin:
-// the protocol, the host side that launches and supervises plugin binaries,
-// and the plugin side that vendors call from main.
+// driver plugins, which run as separate processes through hashicorp/go-plugin
+// over gRPC.
 //
-// The module is filled in by the driver-plugin issue; it has no functionality
-// yet.
+// The plugin side is a Driver implementation handed to Serve from the
+// vendor's main. The host side is Launch (one plugin) or Manager (an explicit
+// list of plugins): each binary is checked against its configured SHA-256,
+// started with automatic mutual TLS, configured, and supervised. A plugin that
+// exits is restarted with capped exponential backoff and its device stream
+// resumes; calls caught by the exit fail with an error matching
+// ErrPluginUnavailable (gRPC code Unavailable), which callers retry; a plugin
+// that keeps failing is reported as crash looping and left stopped.
+//
+// Kubernetes objects cross the process boundary in their own protobuf
+// encoding inside the protocol messages (see proto/dranode/plugin/v1).
 package pluginmgr

@@ -1,0 +1,162 @@
+// Command testdriver is a small driver plugin whose misbehaviour the tests
+// choose: by flag for handshake failures, by its config section for runtime
+// faults.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/dranode/dranode/pluginmgr"
+)
+
+type config struct {
+	Devices int `json:"devices"`
+	// BlockDir: while <BlockDir>/block exists, Prepare writes
+	// <BlockDir>/prepare-started and waits for the file to go away.
+	BlockDir string `json:"blockDir"`
+	// ExitAfterInventory makes the process exit right after its first
+	// inventory, every time it starts.
+	ExitAfterInventory bool `json:"exitAfterInventory"`
+}
+
+type driver struct {
+	cfg config
+}
+
+func (d *driver) Info(context.Context) (pluginmgr.Info, error) {
+	return pluginmgr.Info{DriverName: "test.dranode.dev", DriverVersion: "v0.0.1", Health: true}, nil
+}
+
+func (d *driver) Configure(_ context.Context, _ string, raw []byte) error {
+	d.cfg = config{Devices: 2}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &d.cfg); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	return nil
+}
+
+func (d *driver) WatchDevices(ctx context.Context, send func(pluginmgr.Inventory) error) error {
+	pool := pluginmgr.Pool{Name: "node"}
+	for i := range d.cfg.Devices {
+		pool.Devices = append(pool.Devices, resourcev1.Device{
+			Name: fmt.Sprintf("dev%d", i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"index": {IntValue: ptr.To(int64(i))},
+			},
+			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
+				"memory": {Value: resource.MustParse("1Gi")},
+			},
+		})
+	}
+	if err := send(pluginmgr.Inventory{Pools: []pluginmgr.Pool{pool}}); err != nil {
+		return err
+	}
+	if d.cfg.ExitAfterInventory {
+		os.Exit(3)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (d *driver) WatchHealth(ctx context.Context, send func([]pluginmgr.DeviceHealth) error) error {
+	if err := send([]pluginmgr.DeviceHealth{{Pool: "node", Device: "dev0", Status: pluginmgr.Healthy}}); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (d *driver) Prepare(ctx context.Context, claims []pluginmgr.Claim) ([]pluginmgr.PrepareResult, error) {
+	if d.cfg.BlockDir != "" {
+		block := filepath.Join(d.cfg.BlockDir, "block")
+		if _, err := os.Stat(block); err == nil {
+			if err := os.WriteFile(filepath.Join(d.cfg.BlockDir, "prepare-started"), []byte(fmt.Sprint(os.Getpid())), 0o644); err != nil {
+				return nil, err
+			}
+			for {
+				if _, err := os.Stat(block); errors.Is(err, os.ErrNotExist) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+	}
+	out := make([]pluginmgr.PrepareResult, len(claims))
+	for i, c := range claims {
+		out[i].ClaimUID = c.UID
+		if len(c.Results) == 0 {
+			out[i].Err = errors.New("no allocation results")
+			continue
+		}
+		for _, r := range c.Results {
+			out[i].Devices = append(out[i].Devices, pluginmgr.PreparedDevice{
+				Pool: r.Pool, Device: r.Device, Requests: []string{r.Request},
+				Edits: pluginmgr.ContainerEdits{
+					Env:         []string{"TEST_DEVICE=" + r.Device},
+					DeviceNodes: []pluginmgr.DeviceNode{{Path: "/dev/" + r.Device, FileMode: ptr.To(uint32(0o660))}},
+				},
+			})
+		}
+	}
+	return out, nil
+}
+
+func (d *driver) Unprepare(_ context.Context, claims []pluginmgr.PreparedClaim) ([]pluginmgr.UnprepareResult, error) {
+	out := make([]pluginmgr.UnprepareResult, len(claims))
+	for i, c := range claims {
+		out[i].ClaimUID = c.UID
+	}
+	return out, nil
+}
+
+func main() {
+	mode := flag.String("mode", "", "handshake fault: stdout, hang, wrong-cookie, v2-only")
+	flag.Parse()
+	d := &driver{}
+	switch *mode {
+	case "":
+		pluginmgr.Serve(d)
+	case "stdout":
+		fmt.Println("starting up, hello")
+		pluginmgr.Serve(d)
+	case "hang":
+		select {}
+	case "wrong-cookie":
+		hs := pluginmgr.Handshake
+		hs.MagicCookieValue = "someone else's plugin"
+		plugin.Serve(&plugin.ServeConfig{
+			HandshakeConfig:  hs,
+			VersionedPlugins: map[int]plugin.PluginSet{1: pluginmgr.PluginSet(d)},
+			GRPCServer:       plugin.DefaultGRPCServer,
+		})
+	case "v2-only":
+		hs := pluginmgr.Handshake
+		hs.ProtocolVersion = 2
+		plugin.Serve(&plugin.ServeConfig{
+			HandshakeConfig:  hs,
+			VersionedPlugins: map[int]plugin.PluginSet{2: pluginmgr.PluginSet(d)},
+			GRPCServer:       plugin.DefaultGRPCServer,
+		})
+	default:
+		fmt.Fprintf(os.Stderr, "unknown -mode %q\n", *mode)
+		os.Exit(2)
+	}
+}

@@ -1,0 +1,179 @@
+package pluginmgr
+
+import (
+	"context"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Info describes a driver plugin.
+type Info struct {
+	// DriverName is the DRA driver name, a DNS subdomain such as
+	// "gpu.example.com".
+	DriverName string
+	// DriverVersion is the plugin's own version, for logs and status.
+	DriverVersion string
+	// Health says that the driver implements HealthReporter.
+	Health bool
+	// OpaqueConfigKinds lists the "apiVersion/Kind" strings of the opaque
+	// device configuration the driver accepts, e.g. "gpu.example.com/v1/GpuConfig".
+	OpaqueConfigKinds []string
+}
+
+// Inventory is the full set of devices a driver publishes on this node. Each
+// inventory a driver sends replaces the previous one.
+type Inventory struct {
+	Pools []Pool
+}
+
+// Pool is one resource pool of a driver on this node.
+type Pool struct {
+	Name           string
+	Devices        []resourcev1.Device
+	SharedCounters []resourcev1.CounterSet
+}
+
+// Claim is one ResourceClaim to prepare, reduced to what a driver needs.
+type Claim struct {
+	UID       types.UID
+	Namespace string
+	Name      string
+	// Results are the claim's allocation results for this driver only.
+	Results []resourcev1.DeviceRequestAllocationResult
+	// Configs are the opaque configurations for this driver that apply to
+	// the claim, class configurations first (the order the API defines).
+	Configs []resourcev1.DeviceAllocationConfiguration
+}
+
+// PrepareResult is the outcome of preparing one claim: either Devices or Err.
+type PrepareResult struct {
+	ClaimUID types.UID
+	Devices  []PreparedDevice
+	// Err fails this claim only; the other claims of the batch are not
+	// affected.
+	Err error
+}
+
+// PreparedDevice is one prepared device with the container edits that give
+// a container access to it.
+type PreparedDevice struct {
+	Pool     string
+	Device   string
+	Requests []string
+	Edits    ContainerEdits
+}
+
+// ContainerEdits are the CDI container edits of one device.
+type ContainerEdits struct {
+	Env         []string
+	DeviceNodes []DeviceNode
+	Mounts      []Mount
+	Hooks       []Hook
+}
+
+// DeviceNode is a CDI device node. Nil pointers are unset.
+type DeviceNode struct {
+	Path        string
+	HostPath    string
+	Type        string
+	Major       int64
+	Minor       int64
+	FileMode    *uint32
+	Permissions string
+	UID         *uint32
+	GID         *uint32
+}
+
+// Mount is a CDI mount.
+type Mount struct {
+	HostPath      string
+	ContainerPath string
+	Type          string
+	Options       []string
+}
+
+// Hook is a CDI OCI hook. A nil Timeout is unset.
+type Hook struct {
+	HookName string
+	Path     string
+	Args     []string
+	Env      []string
+	Timeout  *int64
+}
+
+// PreparedClaim is what was prepared for a claim, handed back on Unprepare so
+// that a driver needs no state of its own.
+type PreparedClaim struct {
+	UID       types.UID
+	Namespace string
+	Name      string
+	Devices   []PreparedDevice
+}
+
+// UnprepareResult is the outcome of unpreparing one claim.
+type UnprepareResult struct {
+	ClaimUID types.UID
+	Err      error
+}
+
+// HealthStatus is the health of one device.
+type HealthStatus int
+
+const (
+	HealthUnknown HealthStatus = iota
+	Healthy
+	Unhealthy
+)
+
+func (s HealthStatus) String() string {
+	switch s {
+	case Healthy:
+		return "Healthy"
+	case Unhealthy:
+		return "Unhealthy"
+	default:
+		return "Unknown"
+	}
+}
+
+// DeviceHealth is the health of one device of a pool.
+type DeviceHealth struct {
+	Pool    string
+	Device  string
+	Status  HealthStatus
+	Message string
+}
+
+// Driver is what a vendor implements and hands to Serve. Every method may be
+// called concurrently with the others; ctx carries the host's deadline and is
+// cancelled when the host gives up on the call.
+type Driver interface {
+	// Info describes the driver. It is called before Configure and must not
+	// depend on the configuration.
+	Info(ctx context.Context) (Info, error)
+	// Configure receives the node name and the driver's section of the
+	// agent configuration (JSON). It is called once per plugin process,
+	// before WatchDevices, Prepare and Unprepare.
+	Configure(ctx context.Context, nodeName string, config []byte) error
+	// WatchDevices sends the full inventory at once and again on every
+	// change, and returns only when ctx is done or send fails. A return
+	// while the host still listens counts as a plugin failure.
+	WatchDevices(ctx context.Context, send func(Inventory) error) error
+	// Prepare prepares a batch of claims and returns one result per claim.
+	// Preparing a claim that is already prepared must return the same
+	// devices and edits again (the host retries after crashes).
+	Prepare(ctx context.Context, claims []Claim) ([]PrepareResult, error)
+	// Unprepare undoes Prepare for a batch of claims and returns one result
+	// per claim. A claim the driver does not know, or one already
+	// unprepared, succeeds.
+	Unprepare(ctx context.Context, claims []PreparedClaim) ([]UnprepareResult, error)
+}
+
+// HealthReporter is implemented by drivers that report device health. Such a
+// driver sets Info.Health.
+type HealthReporter interface {
+	// WatchHealth sends a snapshot of every device's health at once and on
+	// every change, until ctx is done or send fails.
+	WatchHealth(ctx context.Context, send func([]DeviceHealth) error) error
+}
