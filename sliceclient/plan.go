@@ -1,0 +1,414 @@
+package sliceclient
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"sort"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// canonical is a slice spec in a form where byte equality is semantic
+// equality: the protobuf encoding (map keys sorted, quantities canonical,
+// empty and nil lists alike) of everything but the devices, and of each
+// device. Taint timestamps are left out; see devicesEqual.
+type canonical struct {
+	head    []byte
+	devices [][]byte
+}
+
+func (c *canonical) equal(o *canonical) bool {
+	if !bytes.Equal(c.head, o.head) || len(c.devices) != len(o.devices) {
+		return false
+	}
+	for i := range c.devices {
+		if !bytes.Equal(c.devices[i], o.devices[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *canonical) sum() [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(c.head)
+	for _, d := range c.devices {
+		h.Write([]byte{0})
+		h.Write(d)
+	}
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
+}
+
+func canonicalHead(spec *resourceapi.ResourceSliceSpec) []byte {
+	s := *spec
+	s.Devices = nil
+	b, err := s.Marshal()
+	if err != nil {
+		// Marshal of a Go value only fails on impossible sizes; make the
+		// slice compare unequal rather than panic.
+		return []byte(err.Error())
+	}
+	return b
+}
+
+func canonicalDevice(d *resourceapi.Device) []byte {
+	c := *d
+	if len(d.Taints) > 0 {
+		c.Taints = make([]resourceapi.DeviceTaint, len(d.Taints))
+		copy(c.Taints, d.Taints)
+		for i := range c.Taints {
+			c.Taints[i].TimeAdded = nil
+		}
+	}
+	b, err := c.Marshal()
+	if err != nil {
+		return []byte(err.Error())
+	}
+	return b
+}
+
+func canonicalOf(spec *resourceapi.ResourceSliceSpec) canonical {
+	c := canonical{head: canonicalHead(spec), devices: make([][]byte, len(spec.Devices))}
+	for i := range spec.Devices {
+		c.devices[i] = canonicalDevice(&spec.Devices[i])
+	}
+	return c
+}
+
+// storedSlice is a slice as the API server has it, with its canonical form
+// computed once per resourceVersion.
+type storedSlice struct {
+	obj   *resourceapi.ResourceSlice
+	canon canonical
+}
+
+func newStoredSlice(obj *resourceapi.ResourceSlice) *storedSlice {
+	return &storedSlice{obj: obj, canon: canonicalOf(&obj.Spec)}
+}
+
+// desiredPool is a validated pool with what the planner needs precomputed
+// once per inventory update.
+type desiredPool struct {
+	pool         Pool
+	deviceCanon  [][]byte
+	advanced     []bool
+	anyAdvanced  bool
+	explicitTime []bool // the device has a taint with TimeAdded set
+}
+
+func newDesiredPool(pool Pool) *desiredPool {
+	dp := &desiredPool{
+		pool:         pool,
+		deviceCanon:  make([][]byte, len(pool.Devices)),
+		advanced:     make([]bool, len(pool.Devices)),
+		explicitTime: make([]bool, len(pool.Devices)),
+	}
+	for i := range pool.Devices {
+		d := &pool.Devices[i]
+		for t := range d.Taints {
+			if ta := d.Taints[t].TimeAdded; ta != nil {
+				// The server keeps seconds only.
+				ta.Time = ta.Time.Round(time.Second)
+				dp.explicitTime[i] = true
+			}
+		}
+		dp.deviceCanon[i] = canonicalDevice(d)
+		dp.advanced[i] = isAdvanced(d)
+		dp.anyAdvanced = dp.anyAdvanced || dp.advanced[i]
+	}
+	return dp
+}
+
+// acceptance records that the server stores storedSum when sent
+// desiredSum: fields it dropped or defaulted. Such a slice is up to date.
+type acceptance struct {
+	desiredSum, storedSum [sha256.Size]byte
+}
+
+// plannedWrite is one write with the canonical form of what was sent.
+type plannedWrite struct {
+	obj   *resourceapi.ResourceSlice
+	canon canonical
+}
+
+// poolPlan is what one sync of a pool has to write.
+type poolPlan struct {
+	creates, updates []plannedWrite
+	deletes          []*resourceapi.ResourceSlice
+	generation       int64
+	resplit          bool
+}
+
+func (p *poolPlan) empty() bool {
+	return len(p.creates) == 0 && len(p.updates) == 0 && len(p.deletes) == 0
+}
+
+type planner struct {
+	driver, node string
+	owner        metav1.OwnerReference
+}
+
+func counterSliceCount(dp *desiredPool) int {
+	return (len(dp.pool.SharedCounters) + maxCounterSetsPerSlice - 1) / maxCounterSetsPerSlice
+}
+
+func deviceLimit(advanced bool) int {
+	if advanced {
+		return maxAdvancedDevicesPerSlice
+	}
+	return maxDevicesPerSlice
+}
+
+// freshDeviceSlices is how many device slices a new split uses.
+func freshDeviceSlices(dp *desiredPool, counterSlices int) int {
+	n := len(dp.pool.Devices)
+	limit := deviceLimit(dp.anyAdvanced)
+	k := (n + limit - 1) / limit
+	if k == 0 && counterSlices == 0 {
+		k = 1 // an empty pool still gets a slice: "no devices" is not "no pool"
+	}
+	return k
+}
+
+// plan compares the desired pool (nil: the pool is gone) with the stored
+// slices of that pool and returns the writes that make them equal. Devices
+// stay in the slice they are stored in; only when that is impossible (a
+// slice over its limit, no room for a new device, fewer slices would do, the
+// counter slices changed) is the pool split anew under a new generation.
+func (pl *planner) plan(poolName string, dp *desiredPool, stored []*storedSlice, accepted map[string]acceptance) *poolPlan {
+	p := &poolPlan{}
+	ours := make(map[int]*storedSlice, len(stored))
+	var maxGen int64
+	for _, s := range stored {
+		idx, ok := sliceIndex(pl.node, pl.driver, poolName, s.obj.Name)
+		if !ok || dp == nil {
+			p.deletes = append(p.deletes, s.obj)
+			continue
+		}
+		ours[idx] = s
+		maxGen = max(maxGen, s.obj.Spec.Pool.Generation)
+	}
+	if dp == nil {
+		return p
+	}
+
+	nCounter := counterSliceCount(dp)
+	members, resplit := pl.keepLayout(dp, ours, maxGen, nCounter)
+	if resplit {
+		members = freshSplit(dp, nCounter)
+		maxGen++
+	}
+	p.resplit = resplit
+	p.generation = maxGen
+	count := len(members)
+
+	for i := 0; i < count; i++ {
+		spec := resourceapi.ResourceSliceSpec{
+			Driver:   pl.driver,
+			Pool:     resourceapi.ResourcePool{Name: poolName, Generation: maxGen, ResourceSliceCount: int64(count)},
+			NodeName: &pl.node,
+		}
+		canon := canonical{}
+		if i < nCounter {
+			end := min((i+1)*maxCounterSetsPerSlice, len(dp.pool.SharedCounters))
+			spec.SharedCounters = dp.pool.SharedCounters[i*maxCounterSetsPerSlice : end]
+		} else if len(members[i]) > 0 {
+			spec.Devices = make([]resourceapi.Device, len(members[i]))
+			canon.devices = make([][]byte, len(members[i]))
+			for k, j := range members[i] {
+				spec.Devices[k] = dp.pool.Devices[j]
+				canon.devices[k] = dp.deviceCanon[j]
+			}
+		}
+		canon.head = canonicalHead(&spec)
+		name := SliceName(pl.node, pl.driver, poolName, i)
+		cur := ours[i]
+		if cur == nil {
+			obj := &resourceapi.ResourceSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{pl.owner}},
+				Spec:       spec,
+			}
+			p.creates = append(p.creates, plannedWrite{obj: obj, canon: canon})
+			continue
+		}
+		if pl.upToDate(cur, &canon, dp, members[i], accepted[name]) {
+			continue
+		}
+		obj := cur.obj.DeepCopy()
+		obj.OwnerReferences = []metav1.OwnerReference{pl.owner}
+		obj.Spec = spec
+		keepTaintTimes(obj.Spec.Devices, cur.obj.Spec.Devices)
+		p.updates = append(p.updates, plannedWrite{obj: obj, canon: canon})
+	}
+	for idx, s := range ours {
+		if idx >= count {
+			p.deletes = append(p.deletes, s.obj)
+		}
+	}
+	sort.Slice(p.deletes, func(a, b int) bool { return p.deletes[a].Name < p.deletes[b].Name })
+	return p
+}
+
+func (pl *planner) upToDate(cur *storedSlice, want *canonical, dp *desiredPool, members []int, acc acceptance) bool {
+	refs := cur.obj.OwnerReferences
+	if len(refs) != 1 || refs[0].UID != pl.owner.UID || refs[0].Name != pl.owner.Name ||
+		refs[0].Kind != pl.owner.Kind || refs[0].APIVersion != pl.owner.APIVersion ||
+		refs[0].Controller == nil || !*refs[0].Controller {
+		return false
+	}
+	if !cur.canon.equal(want) {
+		return acc != (acceptance{}) && acc.desiredSum == want.sum() && acc.storedSum == cur.canon.sum()
+	}
+	// Taint times the driver chose itself must match too.
+	for k, j := range members {
+		if !dp.explicitTime[j] {
+			continue
+		}
+		wantTaints, gotTaints := dp.pool.Devices[j].Taints, cur.obj.Spec.Devices[k].Taints
+		for t := range wantTaints {
+			w, g := wantTaints[t].TimeAdded, gotTaints[t].TimeAdded
+			if w != nil && (g == nil || !w.Equal(g)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// keepTaintTimes copies the server-set TimeAdded of stored taints into
+// desired taints that leave it unset, so an update does not reset it.
+func keepTaintTimes(desired, stored []resourceapi.Device) {
+	if len(stored) == 0 {
+		return
+	}
+	var byName map[string]*resourceapi.Device
+	for i := range desired {
+		d := &desired[i]
+		if len(d.Taints) == 0 {
+			continue
+		}
+		if byName == nil {
+			byName = make(map[string]*resourceapi.Device, len(stored))
+			for k := range stored {
+				byName[stored[k].Name] = &stored[k]
+			}
+		}
+		old := byName[d.Name]
+		if old == nil {
+			continue
+		}
+		taints := make([]resourceapi.DeviceTaint, len(d.Taints))
+		copy(taints, d.Taints)
+		for t := range taints {
+			if taints[t].TimeAdded != nil {
+				continue
+			}
+			for _, o := range old.Taints {
+				if o.Key == taints[t].Key && o.Value == taints[t].Value && o.Effect == taints[t].Effect {
+					taints[t].TimeAdded = o.TimeAdded
+					break
+				}
+			}
+		}
+		d.Taints = taints
+	}
+}
+
+// keepLayout assigns the devices to the slices they are stored in and new
+// devices to slices with room. It returns resplit when that is not possible
+// or not good enough.
+func (pl *planner) keepLayout(dp *desiredPool, ours map[int]*storedSlice, gen int64, nCounter int) ([][]int, bool) {
+	if len(ours) == 0 {
+		return nil, true
+	}
+	count := -1
+	for idx, s := range ours {
+		c := int(s.obj.Spec.Pool.ResourceSliceCount)
+		if s.obj.Spec.Pool.Generation != gen || (count >= 0 && c != count) || idx >= c {
+			return nil, true
+		}
+		count = c
+		if isCounterSlice := len(s.obj.Spec.SharedCounters) > 0; isCounterSlice != (idx < nCounter) {
+			return nil, true
+		}
+	}
+	nDevSlices := count - nCounter
+	if nDevSlices < 0 || nDevSlices > freshDeviceSlices(dp, nCounter) && nDevSlices > 0 {
+		return nil, true
+	}
+	where := make(map[string]int)
+	for idx, s := range ours {
+		if idx < nCounter {
+			continue
+		}
+		for k := range s.obj.Spec.Devices {
+			where[s.obj.Spec.Devices[k].Name] = idx
+		}
+	}
+	members := make([][]int, count)
+	advanced := make([]bool, count)
+	var unplaced []int
+	for j := range dp.pool.Devices {
+		idx, ok := where[dp.pool.Devices[j].Name]
+		if !ok {
+			unplaced = append(unplaced, j)
+			continue
+		}
+		members[idx] = append(members[idx], j)
+		advanced[idx] = advanced[idx] || dp.advanced[j]
+	}
+	for idx := nCounter; idx < count; idx++ {
+		if len(members[idx]) > deviceLimit(advanced[idx]) {
+			return nil, true
+		}
+	}
+	for _, j := range unplaced {
+		best := -1
+		for idx := nCounter; idx < count; idx++ {
+			if len(members[idx])+1 > deviceLimit(advanced[idx] || dp.advanced[j]) {
+				continue
+			}
+			if best < 0 || len(members[idx]) < len(members[best]) {
+				best = idx
+			}
+		}
+		if best < 0 {
+			return nil, true
+		}
+		members[best] = append(members[best], j)
+		advanced[best] = advanced[best] || dp.advanced[j]
+	}
+	if len(unplaced) > 0 {
+		for idx := nCounter; idx < count; idx++ {
+			sort.Ints(members[idx])
+		}
+	}
+	return members, false
+}
+
+// freshSplit spreads the devices evenly, in order, over as few slices as the
+// limits allow, after the counter slices. Even spreading leaves room in
+// every slice for devices that come later.
+func freshSplit(dp *desiredPool, nCounter int) [][]int {
+	k := freshDeviceSlices(dp, nCounter)
+	members := make([][]int, nCounter+k)
+	n := len(dp.pool.Devices)
+	next := 0
+	for t := 0; t < k; t++ {
+		size := n / k
+		if t < n%k {
+			size++
+		}
+		m := make([]int, size)
+		for i := range m {
+			m[i] = next
+			next++
+		}
+		members[nCounter+t] = m
+	}
+	return members
+}

@@ -1,0 +1,503 @@
+package sliceclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// DefaultDebounce is how long a publisher waits after an inventory update or
+// a watch event before it syncs the pool, so that a burst costs one sync.
+const DefaultDebounce = 10 * time.Millisecond
+
+// Options configure a Publisher.
+type Options struct {
+	// Client talks to the API server. Required.
+	Client kubernetes.Interface
+	// DriverName is the DRA driver (a DNS subdomain of at most 63
+	// characters). Required.
+	DriverName string
+	// NodeName is the node the devices are on; slices get it as
+	// spec.nodeName and the Node as controller owner. Required.
+	NodeName string
+	// NodeUID is the Node's UID for the owner reference. When empty, Start
+	// reads the Node once.
+	NodeUID types.UID
+	// Debounce is the coalescing window for inventory updates and watch
+	// events; zero means DefaultDebounce, a negative value no delay.
+	Debounce time.Duration
+	// RateLimiter paces retries of a pool whose sync failed. Nil means the
+	// client-go default for controllers (exponential per pool from 5 ms to
+	// 1000 s, and an overall token bucket).
+	RateLimiter workqueue.TypedRateLimiter[string]
+	// OnError is called for every failed sync (the pool is retried with
+	// backoff) and, once per slice content, with a *DroppedFieldsError. It
+	// must not block. Nil discards errors; Stats still counts them.
+	OnError func(error)
+}
+
+// Stats are the publisher's counters since it was created.
+type Stats struct {
+	Creates, Updates, Deletes int64
+	// Errors counts failed syncs.
+	Errors int64
+	// Syncs counts completed pool syncs, including those with nothing to write.
+	Syncs int64
+}
+
+// DroppedFieldsError reports that the API server stored a slice without some
+// of the fields sent, usually because a feature gate is off. The publisher
+// takes the stored form as current for that content and does not write it
+// again.
+type DroppedFieldsError struct {
+	SliceName   string
+	Sent, Saved *resourceapi.ResourceSlice
+}
+
+func (e *DroppedFieldsError) Error() string {
+	return fmt.Sprintf("ResourceSlice %s: the API server stored it without some fields that were sent (is a DRA feature gate disabled?)", e.SliceName)
+}
+
+// Publisher keeps one node's ResourceSlices of one driver equal to the
+// driver's inventory. Create it with New, give it the inventory with
+// Update (before or after Start), and Stop it when done.
+type Publisher struct {
+	opts     Options
+	debounce time.Duration
+	planner  planner
+	queue    workqueue.TypedRateLimitingInterface[string]
+
+	mu        sync.Mutex
+	inventory map[string]*desiredPool // by pool name
+	stored    map[string]*storedSlice // by slice name
+	accepted  map[string]acceptance   // by slice name
+	want      map[string]uint64       // per pool: bumped on every enqueue
+	done      map[string]uint64       // per pool: want as of the last successful sync
+	changed   chan struct{}           // closed and replaced when done changes
+
+	creates, updates, deletes, errs, syncs atomic.Int64
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New checks opts and returns a publisher that does nothing until Start.
+func New(opts Options) (*Publisher, error) {
+	if opts.Client == nil {
+		return nil, fmt.Errorf("%w: Client is nil", ErrInvalidOptions)
+	}
+	if err := ValidateDriverName(opts.DriverName); err != nil {
+		return nil, err
+	}
+	if opts.NodeName == "" {
+		return nil, fmt.Errorf("%w: NodeName is empty", ErrInvalidOptions)
+	}
+	var ps problems
+	ps.addAll("nodeName", validateNodeName(opts.NodeName))
+	if err := ps.err(ErrInvalidOptions); err != nil {
+		return nil, err
+	}
+	debounce := opts.Debounce
+	switch {
+	case debounce == 0:
+		debounce = DefaultDebounce
+	case debounce < 0:
+		debounce = 0
+	}
+	limiter := opts.RateLimiter
+	if limiter == nil {
+		limiter = workqueue.DefaultTypedControllerRateLimiter[string]()
+	}
+	return &Publisher{
+		opts:     opts,
+		debounce: debounce,
+		planner:  planner{driver: opts.DriverName, node: opts.NodeName},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sliceclient-" + opts.DriverName}),
+		inventory: map[string]*desiredPool{},
+		stored:    map[string]*storedSlice{},
+		accepted:  map[string]acceptance{},
+		want:      map[string]uint64{},
+		done:      map[string]uint64{},
+		changed:   make(chan struct{}),
+	}, nil
+}
+
+// Update replaces the inventory. An invalid inventory is rejected as a whole
+// with a *ValidationError (errors.Is ErrInvalidInventory) and the previous
+// one stays published. Update copies inv and returns at once; the writes
+// happen in the background after the debounce window.
+func (p *Publisher) Update(inv Inventory) error {
+	if err := ValidateInventory(inv); err != nil {
+		return err
+	}
+	inv = inv.DeepCopy()
+	pools := make(map[string]*desiredPool, len(inv.Pools))
+	for _, pool := range inv.Pools {
+		pools[pool.Name] = newDesiredPool(pool)
+	}
+	p.mu.Lock()
+	old := p.inventory
+	p.inventory = pools
+	var touched []string
+	for name := range old {
+		touched = append(touched, name)
+	}
+	for name := range pools {
+		if _, ok := old[name]; !ok {
+			touched = append(touched, name)
+		}
+	}
+	p.mu.Unlock()
+	for _, name := range touched {
+		p.enqueue(name)
+	}
+	return nil
+}
+
+func (p *Publisher) enqueue(pool string) {
+	p.mu.Lock()
+	p.want[pool]++
+	p.mu.Unlock()
+	if p.debounce > 0 {
+		p.queue.AddAfter(pool, p.debounce)
+	} else {
+		p.queue.Add(pool)
+	}
+}
+
+// Start reads the Node's UID if it was not given, starts watching the
+// node's slices of the driver and, once the watch has its initial list,
+// starts syncing in the background. It returns when that is running; use
+// WaitForSync to wait for the slices to be published.
+func (p *Publisher) Start(ctx context.Context) error {
+	if p.cancel != nil {
+		return errors.New("sliceclient: Start called twice")
+	}
+	uid := p.opts.NodeUID
+	if uid == "" {
+		node, err := p.opts.Client.CoreV1().Nodes().Get(ctx, p.opts.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("sliceclient: reading Node %q for its UID: %w", p.opts.NodeName, err)
+		}
+		uid = node.UID
+	}
+	p.planner.owner = metav1.OwnerReference{
+		APIVersion: "v1", Kind: "Node", Name: p.opts.NodeName, UID: uid, Controller: ptrTo(true),
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	p.cancel = cancel
+
+	selector := fields.Set{
+		resourceapi.ResourceSliceSelectorNodeName: p.opts.NodeName,
+		resourceapi.ResourceSliceSelectorDriver:   p.opts.DriverName,
+	}.String()
+	slices := p.opts.Client.ResourceV1().ResourceSlices()
+	informer := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return slices.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return slices.Watch(ctx, o)
+		},
+	}, &resourceapi.ResourceSlice{}, 0, cache.Indexers{})
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.observe(obj, false) },
+		UpdateFunc: func(_, obj any) { p.observe(obj, false) },
+		DeleteFunc: func(obj any) { p.observe(obj, true) },
+	})
+	if err != nil {
+		cancel()
+		return fmt.Errorf("sliceclient: watching ResourceSlices: %w", err)
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer p.queue.ShutDown()
+		informer.RunWithContext(ctx)
+	}()
+	select {
+	case <-reg.HasSyncedChecker().Done():
+	case <-ctx.Done():
+		p.Stop()
+		return fmt.Errorf("sliceclient: waiting for the initial list of ResourceSlices: %w", ctx.Err())
+	}
+	// Pools that exist only on the server (left over from an earlier
+	// inventory) were enqueued by observe; pools of the inventory too.
+	p.mu.Lock()
+	var pools []string
+	for name := range p.inventory {
+		pools = append(pools, name)
+	}
+	p.mu.Unlock()
+	for _, name := range pools {
+		p.enqueueNow(name)
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for p.processNext(ctx) {
+		}
+	}()
+	return nil
+}
+
+func (p *Publisher) enqueueNow(pool string) {
+	p.mu.Lock()
+	p.want[pool]++
+	p.mu.Unlock()
+	p.queue.Add(pool)
+}
+
+// Stop ends watching and syncing and waits for both. Slices stay as they are.
+func (p *Publisher) Stop() {
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	p.queue.ShutDown()
+	p.wg.Wait()
+}
+
+// Stats returns the counters.
+func (p *Publisher) Stats() Stats {
+	return Stats{
+		Creates: p.creates.Load(), Updates: p.updates.Load(), Deletes: p.deletes.Load(),
+		Errors: p.errs.Load(), Syncs: p.syncs.Load(),
+	}
+}
+
+// WaitForSync blocks until every pool has been synced successfully since it
+// last changed or an event about it arrived, or until ctx ends.
+func (p *Publisher) WaitForSync(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		idle := true
+		for pool, w := range p.want {
+			if p.done[pool] != w {
+				idle = false
+				break
+			}
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		if idle {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("sliceclient: waiting for sync: %w", ctx.Err())
+		}
+	}
+}
+
+func rvNewer(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA != nil || errB != nil {
+		return a != b
+	}
+	return x > y
+}
+
+// observe keeps the local view of the stored slices current and schedules a
+// sync of the slice's pool unless the event is the echo of our own write.
+func (p *Publisher) observe(obj any, deleted bool) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	slice, ok := obj.(*resourceapi.ResourceSlice)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	cur := p.stored[slice.Name]
+	echo := false
+	switch {
+	case deleted:
+		// Without a local copy we deleted it ourselves; with a newer one we
+		// already wrote it again. Either way there is nothing to repair.
+		if cur != nil && !rvNewer(cur.obj.ResourceVersion, slice.ResourceVersion) {
+			delete(p.stored, slice.Name)
+		} else {
+			echo = true
+		}
+	case cur != nil && cur.obj.ResourceVersion == slice.ResourceVersion:
+		echo = true
+	case cur == nil || rvNewer(slice.ResourceVersion, cur.obj.ResourceVersion):
+		p.stored[slice.Name] = newStoredSlice(slice)
+	default:
+		echo = true // older than what a write already told us
+	}
+	p.mu.Unlock()
+	if !echo {
+		p.enqueue(slice.Spec.Pool.Name)
+	}
+}
+
+func (p *Publisher) processNext(ctx context.Context) bool {
+	pool, shutdown := p.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer p.queue.Done(pool)
+	p.mu.Lock()
+	want := p.want[pool]
+	p.mu.Unlock()
+	if err := p.syncPool(ctx, pool); err != nil {
+		p.errs.Add(1)
+		if p.opts.OnError != nil {
+			p.opts.OnError(fmt.Errorf("sliceclient: syncing pool %q: %w", pool, err))
+		}
+		p.queue.AddRateLimited(pool)
+		return true
+	}
+	p.syncs.Add(1)
+	p.queue.Forget(pool)
+	p.mu.Lock()
+	if p.done[pool] < want {
+		p.done[pool] = want
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+	return true
+}
+
+func (p *Publisher) syncPool(ctx context.Context, pool string) error {
+	p.mu.Lock()
+	dp := p.inventory[pool]
+	var stored []*storedSlice
+	for _, s := range p.stored {
+		if s.obj.Spec.Pool.Name == pool {
+			stored = append(stored, s)
+		}
+	}
+	plan := p.planner.plan(pool, dp, stored, p.accepted)
+	p.mu.Unlock()
+	if plan.empty() {
+		return nil
+	}
+	api := p.opts.Client.ResourceV1().ResourceSlices()
+	var errs []error
+	var errMu sync.Mutex
+	fail := func(err error) {
+		errMu.Lock()
+		errs = append(errs, err)
+		errMu.Unlock()
+	}
+	// Writes of one step go out together; the order of the steps keeps a
+	// reader from ever seeing two slices claim one device under one
+	// generation for longer than necessary: old slices go first.
+	parallel(len(plan.deletes), func(i int) {
+		obj := plan.deletes[i]
+		err := api.Delete(ctx, obj.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &obj.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			fail(fmt.Errorf("deleting ResourceSlice %s: %w", obj.Name, err))
+			return
+		}
+		p.deletes.Add(1)
+		p.mu.Lock()
+		if cur := p.stored[obj.Name]; cur != nil && cur.obj.UID == obj.UID {
+			delete(p.stored, obj.Name)
+		}
+		p.mu.Unlock()
+	})
+	parallel(len(plan.updates), func(i int) {
+		w := plan.updates[i]
+		got, err := api.Update(ctx, w.obj, metav1.UpdateOptions{})
+		if err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				p.refresh(ctx, w.obj.Name)
+			}
+			fail(fmt.Errorf("updating ResourceSlice %s: %w", w.obj.Name, err))
+			return
+		}
+		p.updates.Add(1)
+		p.stored1(w, got)
+	})
+	parallel(len(plan.creates), func(i int) {
+		w := plan.creates[i]
+		got, err := api.Create(ctx, w.obj, metav1.CreateOptions{})
+		if err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				p.refresh(ctx, w.obj.Name)
+			}
+			fail(fmt.Errorf("creating ResourceSlice %s: %w", w.obj.Name, err))
+			return
+		}
+		p.creates.Add(1)
+		p.stored1(w, got)
+	})
+	return errors.Join(errs...)
+}
+
+// stored1 records what the server returned for a write, and whether it kept
+// everything that was sent.
+func (p *Publisher) stored1(w plannedWrite, got *resourceapi.ResourceSlice) {
+	s := newStoredSlice(got)
+	var dropped *DroppedFieldsError
+	p.mu.Lock()
+	if cur := p.stored[got.Name]; cur == nil || !rvNewer(cur.obj.ResourceVersion, got.ResourceVersion) {
+		p.stored[got.Name] = s
+	}
+	if !s.canon.equal(&w.canon) {
+		acc := acceptance{desiredSum: w.canon.sum(), storedSum: s.canon.sum()}
+		if p.accepted[got.Name].desiredSum != acc.desiredSum {
+			dropped = &DroppedFieldsError{SliceName: got.Name, Sent: w.obj, Saved: got}
+		}
+		p.accepted[got.Name] = acc
+	}
+	p.mu.Unlock()
+	if dropped != nil && p.opts.OnError != nil {
+		p.opts.OnError(dropped)
+	}
+}
+
+// refresh reads one slice after a conflict so that the retry starts from
+// what the server has, not from a watch that may lag.
+func (p *Publisher) refresh(ctx context.Context, name string) {
+	got, err := p.opts.Client.ResourceV1().ResourceSlices().Get(ctx, name, metav1.GetOptions{})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case apierrors.IsNotFound(err):
+		delete(p.stored, name)
+	case err == nil:
+		if got.Spec.NodeName != nil && *got.Spec.NodeName == p.opts.NodeName && got.Spec.Driver == p.opts.DriverName {
+			p.stored[name] = newStoredSlice(got)
+		}
+	}
+}
+
+func parallel(n int, f func(int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Go(func() { f(i) })
+	}
+	wg.Wait()
+}
+
+func ptrTo[T any](v T) *T { return &v }

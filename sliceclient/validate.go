@@ -1,0 +1,361 @@
+package sliceclient
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// ErrInvalidInventory is matched (errors.Is) by every error that rejects an
+// inventory. Nothing of a rejected inventory is published.
+var ErrInvalidInventory = errors.New("invalid inventory")
+
+// ErrInvalidOptions is matched by errors about a Publisher's Options.
+var ErrInvalidOptions = errors.New("invalid publisher options")
+
+// Problem is one thing wrong with an inventory, at a field path such as
+// pools[0].devices[3].attributes["gpu.example.com/model"].
+type Problem struct {
+	Field  string
+	Reason string
+}
+
+func (p Problem) String() string { return p.Field + ": " + p.Reason }
+
+// ValidationError lists everything wrong with an inventory. It matches
+// ErrInvalidInventory with errors.Is.
+type ValidationError struct {
+	Problems []Problem
+}
+
+func (e *ValidationError) Error() string {
+	const shown = 5
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid inventory: %d problem(s): ", len(e.Problems))
+	for i, p := range e.Problems {
+		if i == shown {
+			fmt.Fprintf(&b, "; and %d more", len(e.Problems)-shown)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+func (e *ValidationError) Unwrap() error { return ErrInvalidInventory }
+
+// Limits the API server enforces, mirrored here so that an inventory is
+// rejected as a whole before anything is written.
+const (
+	maxDevicesPerSlice         = resourceapi.ResourceSliceMaxDevices
+	maxAdvancedDevicesPerSlice = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+	maxCounterSetsPerSlice     = resourceapi.ResourceSliceMaxCounterSets
+	maxAttrKeyLength           = resourceapi.DeviceMaxDomainLength + 1 + resourceapi.DeviceMaxIDLength
+)
+
+// The server's semver check (semver.org 2.0.0).
+var semverPattern = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
+	`(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?` +
+	`(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$`)
+
+type problems []Problem
+
+func (ps *problems) add(field, format string, args ...any) {
+	*ps = append(*ps, Problem{Field: field, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (ps *problems) addAll(field string, msgs []string) {
+	for _, m := range msgs {
+		ps.add(field, "%s", m)
+	}
+}
+
+// ValidateDriverName reports whether name can be a DRA driver name.
+func ValidateDriverName(name string) error {
+	var ps problems
+	validateDriverName(&ps, "driverName", name)
+	return ps.err(ErrInvalidOptions)
+}
+
+func (ps problems) err(kind error) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	if kind == ErrInvalidOptions {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, (&ValidationError{Problems: ps}).Error())
+	}
+	return &ValidationError{Problems: ps}
+}
+
+func validateDriverName(ps *problems, field, name string) {
+	switch {
+	case name == "":
+		ps.add(field, "must not be empty")
+	case len(name) > resourceapi.DriverNameMaxLength:
+		ps.add(field, "%q is longer than %d characters", name, resourceapi.DriverNameMaxLength)
+	default:
+		ps.addAll(field, validation.IsDNS1123Subdomain(name))
+	}
+}
+
+// ValidateInventory checks inv against the rules the API server applies to
+// ResourceSlices, plus the ones it cannot check across slices (unique device
+// and counter set names per pool, counters consumed from existing sets). The
+// error is a *ValidationError.
+func ValidateInventory(inv Inventory) error {
+	var ps problems
+	pools := make(map[string]int, len(inv.Pools))
+	for i, pool := range inv.Pools {
+		f := fmt.Sprintf("pools[%d]", i)
+		validatePoolName(&ps, f+".name", pool.Name)
+		if j, dup := pools[pool.Name]; dup {
+			ps.add(f+".name", "duplicate pool name %q (also pools[%d])", pool.Name, j)
+		}
+		pools[pool.Name] = i
+		validatePool(&ps, f, pool)
+	}
+	return ps.err(ErrInvalidInventory)
+}
+
+func validatePoolName(ps *problems, field, name string) {
+	if name == "" {
+		ps.add(field, "must not be empty")
+		return
+	}
+	if len(name) > resourceapi.PoolNameMaxLength {
+		ps.add(field, "longer than %d characters", resourceapi.PoolNameMaxLength)
+	}
+	for _, part := range strings.Split(name, "/") {
+		ps.addAll(field, validation.IsDNS1123Subdomain(part))
+	}
+}
+
+func validatePool(ps *problems, f string, pool Pool) {
+	counterSets := make(map[string]map[string]bool, len(pool.SharedCounters))
+	for i, cs := range pool.SharedCounters {
+		cf := fmt.Sprintf("%s.sharedCounters[%d]", f, i)
+		if cs.Name == "" {
+			ps.add(cf+".name", "must not be empty")
+		} else {
+			ps.addAll(cf+".name", validation.IsDNS1123Label(cs.Name))
+		}
+		if _, dup := counterSets[cs.Name]; dup {
+			ps.add(cf+".name", "duplicate counter set name %q", cs.Name)
+		}
+		if len(cs.Counters) == 0 {
+			ps.add(cf+".counters", "must not be empty")
+		}
+		if len(cs.Counters) > resourceapi.ResourceSliceMaxCountersPerCounterSet {
+			ps.add(cf+".counters", "%d counters, at most %d allowed", len(cs.Counters), resourceapi.ResourceSliceMaxCountersPerCounterSet)
+		}
+		names := make(map[string]bool, len(cs.Counters))
+		for name := range cs.Counters {
+			ps.addAll(fmt.Sprintf("%s.counters[%q]", cf, name), validation.IsDNS1123Label(name))
+			names[name] = true
+		}
+		counterSets[cs.Name] = names
+	}
+	devices := make(map[string]int, len(pool.Devices))
+	for i := range pool.Devices {
+		d := &pool.Devices[i]
+		df := fmt.Sprintf("%s.devices[%d]", f, i)
+		if j, dup := devices[d.Name]; dup {
+			ps.add(df+".name", "duplicate device name %q (also devices[%d])", d.Name, j)
+		}
+		devices[d.Name] = i
+		validateDevice(ps, df, d, counterSets)
+	}
+}
+
+func validateDevice(ps *problems, f string, d *resourceapi.Device, counterSets map[string]map[string]bool) {
+	if d.Name == "" {
+		ps.add(f+".name", "must not be empty")
+	} else {
+		ps.addAll(f+".name", validation.IsDNS1123Label(d.Name))
+	}
+	if n := len(d.Attributes) + len(d.Capacity); n > resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice {
+		ps.add(f, "%d attributes and capacities, at most %d allowed together", n, resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
+	}
+	values := 0
+	for name, attr := range d.Attributes {
+		af := fmt.Sprintf("%s.attributes[%q]", f, name)
+		validateQualifiedName(ps, af, string(name))
+		values += validateAttribute(ps, af, attr)
+	}
+	if values > resourceapi.ResourceSliceMaxAttributeValuesPerDevice {
+		ps.add(f+".attributes", "%d attribute values, at most %d allowed", values, resourceapi.ResourceSliceMaxAttributeValuesPerDevice)
+	}
+	for name, c := range d.Capacity {
+		cf := fmt.Sprintf("%s.capacity[%q]", f, name)
+		validateQualifiedName(ps, cf, string(name))
+		if c.Value.Sign() < 0 {
+			ps.add(cf+".value", "must not be negative")
+		}
+	}
+	if len(d.Taints) > resourceapi.DeviceTaintsMaxLength {
+		ps.add(f+".taints", "%d taints, at most %d allowed", len(d.Taints), resourceapi.DeviceTaintsMaxLength)
+	}
+	for i, t := range d.Taints {
+		tf := fmt.Sprintf("%s.taints[%d]", f, i)
+		ps.addAll(tf+".key", validation.IsQualifiedName(t.Key))
+		if t.Value != "" {
+			ps.addAll(tf+".value", validation.IsValidLabelValue(t.Value))
+		}
+		switch t.Effect {
+		case resourceapi.DeviceTaintEffectNoSchedule, resourceapi.DeviceTaintEffectNoExecute, resourceapi.DeviceTaintEffectNone:
+		case "":
+			ps.add(tf+".effect", "must not be empty")
+		default:
+			ps.add(tf+".effect", "unsupported effect %q", t.Effect)
+		}
+	}
+	if len(d.ConsumesCounters) > resourceapi.ResourceSliceMaxDeviceCounterConsumptionsPerDevice {
+		ps.add(f+".consumesCounters", "%d entries, at most %d allowed", len(d.ConsumesCounters), resourceapi.ResourceSliceMaxDeviceCounterConsumptionsPerDevice)
+	}
+	seen := map[string]bool{}
+	for i, cc := range d.ConsumesCounters {
+		cf := fmt.Sprintf("%s.consumesCounters[%d]", f, i)
+		set, ok := counterSets[cc.CounterSet]
+		switch {
+		case cc.CounterSet == "":
+			ps.add(cf+".counterSet", "must not be empty")
+		case !ok:
+			ps.add(cf+".counterSet", "no counter set %q in the pool's SharedCounters", cc.CounterSet)
+		case seen[cc.CounterSet]:
+			ps.add(cf+".counterSet", "counter set %q consumed twice", cc.CounterSet)
+		}
+		seen[cc.CounterSet] = true
+		if len(cc.Counters) == 0 {
+			ps.add(cf+".counters", "must not be empty")
+		}
+		for name := range cc.Counters {
+			if ok && !set[name] {
+				ps.add(fmt.Sprintf("%s.counters[%q]", cf, name), "counter set %q has no counter %q", cc.CounterSet, name)
+			}
+		}
+	}
+	if d.NodeName != nil || d.NodeSelector != nil || d.AllNodes != nil {
+		ps.add(f, "per-device node selection (nodeName, nodeSelector, allNodes) is not supported for node-local slices")
+	}
+	if len(d.BindingConditions) > resourceapi.BindingConditionsMaxSize {
+		ps.add(f+".bindingConditions", "at most %d allowed", resourceapi.BindingConditionsMaxSize)
+	}
+	if len(d.BindingFailureConditions) > resourceapi.BindingFailureConditionsMaxSize {
+		ps.add(f+".bindingFailureConditions", "at most %d allowed", resourceapi.BindingFailureConditionsMaxSize)
+	}
+	if (len(d.BindingConditions) == 0) != (len(d.BindingFailureConditions) == 0) {
+		ps.add(f, "bindingConditions and bindingFailureConditions must be set together")
+	}
+}
+
+func validateQualifiedName(ps *problems, f, name string) {
+	if len(name) > maxAttrKeyLength {
+		ps.add(f, "name longer than %d characters", maxAttrKeyLength)
+	}
+	domain, id, hasDomain := strings.Cut(name, "/")
+	if !hasDomain {
+		id, domain = domain, ""
+	} else {
+		switch {
+		case domain == "":
+			ps.add(f, "the domain must not be empty")
+		case len(domain) > resourceapi.DeviceMaxDomainLength:
+			ps.add(f, "domain %q longer than %d characters", domain, resourceapi.DeviceMaxDomainLength)
+		default:
+			ps.addAll(f, validation.IsDNS1123Subdomain(domain))
+		}
+		if strings.Contains(id, "/") {
+			ps.add(f, "more than one \"/\"")
+			return
+		}
+	}
+	switch {
+	case id == "":
+		ps.add(f, "the name must not be empty")
+	case len(id) > resourceapi.DeviceMaxIDLength:
+		ps.add(f, "identifier %q longer than %d characters", id, resourceapi.DeviceMaxIDLength)
+	default:
+		ps.addAll(f, validation.IsCIdentifier(id))
+	}
+}
+
+// validateAttribute returns how many values the attribute counts for.
+func validateAttribute(ps *problems, f string, a resourceapi.DeviceAttribute) int {
+	set := 0
+	values := 1
+	if a.BoolValue != nil {
+		set++
+	}
+	if a.IntValue != nil {
+		set++
+	}
+	if a.StringValue != nil {
+		set++
+		if len(*a.StringValue) > resourceapi.DeviceAttributeMaxValueLength {
+			ps.add(f+".string", "longer than %d characters", resourceapi.DeviceAttributeMaxValueLength)
+		}
+	}
+	if a.VersionValue != nil {
+		set++
+		validateVersion(ps, f+".version", *a.VersionValue)
+	}
+	list := func(name string, n int, isSet bool) {
+		if !isSet {
+			return
+		}
+		set++
+		if n == 0 {
+			ps.add(f+"."+name, "must not be empty if set")
+		} else {
+			values = n
+		}
+	}
+	list("bools", len(a.BoolValues), a.BoolValues != nil)
+	list("ints", len(a.IntValues), a.IntValues != nil)
+	list("strings", len(a.StringValues), a.StringValues != nil)
+	list("versions", len(a.VersionValues), a.VersionValues != nil)
+	for i, s := range a.StringValues {
+		if len(s) > resourceapi.DeviceAttributeMaxValueLength {
+			ps.add(fmt.Sprintf("%s.strings[%d]", f, i), "longer than %d characters", resourceapi.DeviceAttributeMaxValueLength)
+		}
+	}
+	for i, v := range a.VersionValues {
+		validateVersion(ps, fmt.Sprintf("%s.versions[%d]", f, i), v)
+	}
+	if set != 1 {
+		ps.add(f, "exactly one value must be set, found %d", set)
+	}
+	return values
+}
+
+func validateVersion(ps *problems, f, v string) {
+	if !semverPattern.MatchString(v) {
+		ps.add(f, "%q is not a semantic version (semver.org 2.0.0)", v)
+	}
+	if len(v) > resourceapi.DeviceAttributeMaxValueLength {
+		ps.add(f, "longer than %d characters", resourceapi.DeviceAttributeMaxValueLength)
+	}
+}
+
+// isAdvanced reports whether a device makes its slice subject to the lower
+// device limit: taints, counter consumption or list-valued attributes.
+func isAdvanced(d *resourceapi.Device) bool {
+	if len(d.Taints) > 0 || len(d.ConsumesCounters) > 0 {
+		return true
+	}
+	for _, a := range d.Attributes {
+		if a.BoolValues != nil || a.IntValues != nil || a.StringValues != nil || a.VersionValues != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func validateNodeName(name string) []string { return validation.IsDNS1123Subdomain(name) }
