@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dranode/dranode/checkpoint/internal/jsonfast"
 )
 
 // File stores one document of type T at one path. It is safe for concurrent
@@ -126,7 +128,7 @@ func (f *File[T]) decodePayload(version int, payload []byte) (T, error) {
 	if err != nil {
 		return v, err
 	}
-	if err := fastUnmarshal(payload, &v); err != nil {
+	if err := jsonfast.Unmarshal(payload, &v); err != nil {
 		return v, &CorruptError{Path: f.path, Reason: fmt.Sprintf("payload (format version %d, upgraded to %d) does not decode", version, f.schema.Version), Err: err}
 	}
 	return v, nil

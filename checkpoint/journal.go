@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dranode/dranode/checkpoint/internal/jsonfast"
 )
 
 // Change is one step of an atomic Commit: a put of Value under Key, or, with
@@ -410,7 +412,7 @@ func (j *Journal[V]) decodeAll(found map[string]stored) (map[string]slot[V], err
 	slots := make([]slot[V], len(items))
 	errs := make([]error, len(items))
 	decode := func(lo, hi int) {
-		var dec jsonDecoder
+		var dec jsonfast.Decoder
 		for i := lo; i < hi; i++ {
 			it := items[i]
 			raw := []byte(it.s.raw)
@@ -422,7 +424,7 @@ func (j *Journal[V]) decodeAll(found map[string]stored) (map[string]slot[V], err
 				}
 				raw = up
 			}
-			if err := dec.unmarshal(raw, &slots[i].value); err != nil {
+			if err := dec.Unmarshal(raw, &slots[i].value); err != nil {
 				errs[i] = &CorruptError{Path: it.s.path, Offset: it.s.off, Reason: fmt.Sprintf("value of key %q does not decode", it.key), Err: err}
 				continue
 			}
@@ -515,20 +517,23 @@ func (j *Journal[V]) Snapshot() map[string]V {
 	return out
 }
 
-// Get returns a freshly decoded copy of the value stored under key.
-func (j *Journal[V]) Get(key string) (V, bool) {
+// Get returns a freshly decoded copy of the value stored under key, and
+// whether there is one. The stored bytes decoded into a V when they were
+// restored or committed, so an error here means V decodes differently now
+// (a custom UnmarshalJSON that is not deterministic, say); it wraps the
+// decoding error and names the key.
+func (j *Journal[V]) Get(key string) (V, bool, error) {
 	j.mu.Lock()
 	s, ok := j.state[key]
 	j.mu.Unlock()
 	var v V
 	if !ok {
-		return v, false
+		return v, false, nil
 	}
-	if err := fastUnmarshal(s.raw, &v); err != nil {
-		// raw was decoded successfully into a V before it was stored.
-		panic(fmt.Sprintf("checkpoint: stored value of %q no longer decodes: %v", key, err))
+	if err := jsonfast.Unmarshal(s.raw, &v); err != nil {
+		return v, true, fmt.Errorf("checkpoint: journal %s: stored value of %q no longer decodes: %w", j.dir, key, err)
 	}
-	return v, true
+	return v, true, nil
 }
 
 // Len returns the number of keys.
@@ -576,7 +581,7 @@ func (j *Journal[V]) Commit(changes ...Change[V]) error {
 		}
 		// Decode our own copy so that the caller's later changes to
 		// slices or maps inside c.Value never reach the stored state.
-		if err := fastUnmarshal(raw, &ops[i].value); err != nil {
+		if err := jsonfast.Unmarshal(raw, &ops[i].value); err != nil {
 			return fmt.Errorf("checkpoint: commit %q: value does not decode back: %w", c.Key, err)
 		}
 		ops[i].raw = raw

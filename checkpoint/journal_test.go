@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -66,11 +67,11 @@ func TestJournalRoundTrip(t *testing.T) {
 	if got := j.Snapshot(); !maps.EqualFunc(got, want, claimEqual) {
 		t.Fatalf("after reopen %v, want %v", got, want)
 	}
-	if v, ok := j.Get("b"); !ok || v.Name != "b2" {
-		t.Fatalf("Get(b) = %v, %v", v, ok)
+	if v, ok, err := j.Get("b"); err != nil || !ok || v.Name != "b2" {
+		t.Fatalf("Get(b) = %v, %v, %v", v, ok, err)
 	}
-	if _, ok := j.Get("a"); ok {
-		t.Fatal("deleted key a still there")
+	if _, ok, err := j.Get("a"); err != nil || ok {
+		t.Fatalf("Get of deleted key a = %v, %v; want absent", ok, err)
 	}
 	if j.Len() != 2 {
 		t.Fatalf("Len %d, want 2", j.Len())
@@ -133,10 +134,10 @@ func TestJournalValuesAreIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.Devices[0] = "changed by the caller"
-	if got, _ := j.Get("a"); got.Devices[0] != "gpu-0" {
+	if got, _, _ := j.Get("a"); got.Devices[0] != "gpu-0" {
 		t.Fatalf("caller's later change reached the journal: %v", got)
 	}
-	got, _ := j.Get("a")
+	got, _, _ := j.Get("a")
 	got.Devices[0] = "changed via Get"
 	if again := j.Snapshot()["a"]; again.Devices[0] != "gpu-0" {
 		t.Fatalf("change to a Get result reached the journal: %v", again)
@@ -703,5 +704,35 @@ func TestJournalCloseFlushesQueuedCommits(t *testing.T) {
 	j = openJ(t, dir, claimSchema)
 	if j.Len() != acked {
 		t.Fatalf("%d Puts acknowledged, %d stored", acked, j.Len())
+	}
+}
+
+// flakyValue decodes once and then refuses: a V whose UnmarshalJSON is not
+// deterministic, the only way a committed value can stop decoding.
+type flakyValue struct{ N int }
+
+var flakyDecodes atomic.Int32
+
+func (f *flakyValue) UnmarshalJSON(b []byte) error {
+	if flakyDecodes.Add(1) > 1 {
+		return errors.New("refusing the second decode")
+	}
+	type plain flakyValue
+	return json.Unmarshal(b, (*plain)(f))
+}
+
+func TestJournalGetReportsValueThatNoLongerDecodes(t *testing.T) {
+	flakyDecodes.Store(0)
+	j, err := OpenJournal[flakyValue](t.TempDir(), Schema{Kind: "test.dranode.io/flaky", Version: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.Put("k", flakyValue{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, ok, err := j.Get("k")
+	if !ok || err == nil || !strings.Contains(err.Error(), `"k"`) || !strings.Contains(err.Error(), "refusing the second decode") {
+		t.Fatalf("Get = ok %v, err %v; want an error naming the key and wrapping the decoder's", ok, err)
 	}
 }

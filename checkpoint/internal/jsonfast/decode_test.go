@@ -1,4 +1,4 @@
-package checkpoint
+package jsonfast
 
 import (
 	"encoding/json"
@@ -85,7 +85,7 @@ func jdCheck(t *testing.T, data []byte) {
 	t.Helper()
 	var want, got jdRecord
 	wantErr := json.Unmarshal(data, &want)
-	gotErr := fastUnmarshal(data, &got)
+	gotErr := Unmarshal(data, &got)
 	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
 		t.Fatalf("input %q:\nencoding/json error: %v\njsondec error:       %v", data, wantErr, gotErr)
 	}
@@ -117,7 +117,7 @@ func TestFastUnmarshalTakesFastPath(t *testing.T) {
 	}
 }
 
-func FuzzFastUnmarshalMatchesEncodingJSON(f *testing.F) {
+func FuzzUnmarshalMatchesEncodingJSON(f *testing.F) {
 	for _, s := range jdSamples {
 		if len(s) < 4096 { // the deep-nesting seeds only slow minimization down
 			f.Add([]byte(s))
@@ -168,7 +168,7 @@ func BenchmarkFastUnmarshal(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(tc.data)))
 			for b.Loop() {
-				if err := fastUnmarshal(tc.data, tc.new()); err != nil {
+				if err := Unmarshal(tc.data, tc.new()); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -176,9 +176,9 @@ func BenchmarkFastUnmarshal(b *testing.B) {
 		b.Run("value="+tc.name+"/impl=jsondec-Decoder", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(tc.data)))
-			var dec jsonDecoder
+			var dec Decoder
 			for b.Loop() {
-				if err := dec.unmarshal(tc.data, tc.new()); err != nil {
+				if err := dec.Unmarshal(tc.data, tc.new()); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,5 +1,5 @@
-// A fast path for decoding stored values: like encoding/json.Unmarshal,
-// faster, for the shapes records have (structs with tagged fields, strings,
+// Package jsonfast is a fast path for decoding stored values: like
+// encoding/json.Unmarshal, faster, for the shapes records have (structs with tagged fields, strings,
 // numbers, booleans, slices, string-keyed maps, pointers).
 //
 // It is a fast path, never a second opinion: whenever it meets anything it
@@ -7,15 +7,12 @@
 // only matches a field case-insensitively, a type with its own UnmarshalJSON,
 // malformed input), it hands the value, or the whole document, to
 // encoding/json, so results and errors are encoding/json's. A differential
-// fuzz test (FuzzFastUnmarshalMatchesEncodingJSON) holds it to that.
+// fuzz test (FuzzUnmarshalMatchesEncodingJSON) holds it to that.
 //
 // The speed comes from a decoder compiled once per type, from scanning the
 // input once where encoding/json scans it twice (a validity pass, then the
 // decoding pass), and from sharing repeated short strings between records.
-// It lives in this package, not under internal/, because the core package
-// must show no import but the standard library.
-
-package checkpoint
+package jsonfast
 
 import (
 	"encoding"
@@ -29,19 +26,19 @@ import (
 	"unicode/utf8"
 )
 
-// fastUnmarshal decodes data into v like encoding/json.Unmarshal. v must be a non-nil pointer to a zero
-// value (the fast path does not merge into existing maps and slices the way
+// Unmarshal decodes data into v like encoding/json.Unmarshal. v must be a
+// non-nil pointer to a zero value (the fast path does not merge into existing maps and slices the way
 // encoding/json does, so it is only used on fresh values).
-func fastUnmarshal(data []byte, v any) error {
-	return (&jsonDecoder{noIntern: true}).unmarshal(data, v)
+func Unmarshal(data []byte, v any) error {
+	return (&Decoder{noIntern: true}).Unmarshal(data, v)
 }
 
-// jsonDecoder decodes many values in a row and shares their short strings:
+// Decoder decodes many values in a row and shares their short strings:
 // records of one kind repeat the same pool, driver and request names, and
 // one string for all of them saves an allocation each and memory for as
-// long as the values live. A jsonDecoder is not safe for concurrent use; its
+// long as the values live. A Decoder is not safe for concurrent use; its
 // zero value is ready.
-type jsonDecoder struct {
+type Decoder struct {
 	intern   map[string]string
 	noIntern bool // one-off decodes: a table would cost more than it saves
 }
@@ -53,8 +50,8 @@ const (
 	internMaxLen     = 32
 )
 
-// unmarshal is fastUnmarshal with the decoder's string table.
-func (dec *jsonDecoder) unmarshal(data []byte, v any) error {
+// unmarshal is Unmarshal with the decoder's string table.
+func (dec *Decoder) Unmarshal(data []byte, v any) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return json.Unmarshal(data, v)
