@@ -1,0 +1,184 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"path"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dranode/dranode/pluginmgr"
+)
+
+// Options tune Run. The zero value works.
+type Options struct {
+	// Timeout bounds each call and the wait for the first inventory;
+	// default 30s.
+	Timeout time.Duration
+}
+
+// Run checks a launched plugin against the contract and reports every
+// violation through t, prefixed with "conformance:". It checks that Info is
+// valid, that the first inventory passes the ResourceSlice validation rules,
+// that Prepare of an allocated device succeeds, is idempotent and returns
+// usable container edits, that Unprepare is idempotent, and that Unprepare of
+// an unknown claim succeeds.
+func Run(t testing.TB, p *pluginmgr.Plugin, opts Options) {
+	t.Helper()
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	call := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), opts.Timeout)
+	}
+
+	info := p.Info()
+	for _, e := range ValidateDriverName(info.DriverName) {
+		t.Errorf("conformance: Info: %s", e)
+	}
+	if info.DriverVersion == "" {
+		t.Errorf("conformance: Info: driver version is empty")
+	}
+	for _, k := range info.OpaqueConfigKinds {
+		if err := validateKind(k); err != nil {
+			t.Errorf("conformance: Info: opaque config kind %q: %v", k, err)
+		}
+	}
+
+	ctx, cancel := call()
+	inv, _, err := p.WaitInventory(ctx, 0)
+	cancel()
+	if err != nil {
+		t.Fatalf("conformance: no inventory: %v", err)
+	}
+	for _, e := range ValidateInventory(inv) {
+		t.Errorf("conformance: inventory: %s", e)
+	}
+	pool, device, ok := firstDevice(inv)
+	if !ok {
+		t.Fatalf("conformance: the inventory has no device to prepare")
+	}
+
+	claim := pluginmgr.Claim{
+		UID: newUID(), Namespace: "conformance", Name: "claim-0",
+		Results: []resourcev1.DeviceRequestAllocationResult{{Request: "req-0", Driver: info.DriverName, Pool: pool, Device: device}},
+	}
+	first := prepare(t, call, p, claim, "first Prepare")
+	second := prepare(t, call, p, claim, "repeated Prepare")
+	if first != nil && second != nil && !reflect.DeepEqual(first, second) {
+		t.Errorf("conformance: Prepare is not idempotent: first %+v, then %+v", first, second)
+	}
+	for _, d := range first {
+		if d.Pool != pool || d.Device != device {
+			t.Errorf("conformance: Prepare returned device %s/%s, which was not allocated (%s/%s was)", d.Pool, d.Device, pool, device)
+		}
+		for _, e := range validateEdits(d.Edits) {
+			t.Errorf("conformance: Prepare: device %s: %s", d.Device, e)
+		}
+	}
+	if len(first) == 0 {
+		t.Errorf("conformance: Prepare returned no device for claim %s with one allocated device", claim.UID)
+	}
+
+	prepared := pluginmgr.PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, Devices: first}
+	unprepare(t, call, p, prepared, "Unprepare")
+	unprepare(t, call, p, prepared, "repeated Unprepare")
+	unknown := pluginmgr.PreparedClaim{UID: newUID(), Namespace: "conformance", Name: "never-prepared", Devices: first}
+	unprepare(t, call, p, unknown, "Unprepare of a claim never prepared")
+	unprepare(t, call, p, pluginmgr.PreparedClaim{UID: newUID(), Namespace: "conformance", Name: "no-devices"}, "Unprepare of an unknown claim without devices")
+}
+
+func prepare(t testing.TB, call func() (context.Context, context.CancelFunc), p *pluginmgr.Plugin, claim pluginmgr.Claim, what string) []pluginmgr.PreparedDevice {
+	t.Helper()
+	ctx, cancel := call()
+	defer cancel()
+	results, err := p.Prepare(ctx, []pluginmgr.Claim{claim})
+	if err != nil {
+		t.Errorf("conformance: %s of claim %s failed: %v", what, claim.UID, err)
+		return nil
+	}
+	if results[0].Err != nil {
+		t.Errorf("conformance: %s of claim %s failed: %v", what, claim.UID, results[0].Err)
+		return nil
+	}
+	return results[0].Devices
+}
+
+func unprepare(t testing.TB, call func() (context.Context, context.CancelFunc), p *pluginmgr.Plugin, claim pluginmgr.PreparedClaim, what string) {
+	t.Helper()
+	ctx, cancel := call()
+	defer cancel()
+	results, err := p.Unprepare(ctx, []pluginmgr.PreparedClaim{claim})
+	if err != nil {
+		t.Errorf("conformance: %s (claim %s) failed: %v", what, claim.UID, err)
+		return
+	}
+	if results[0].Err != nil {
+		t.Errorf("conformance: %s (claim %s) failed: %v", what, claim.UID, results[0].Err)
+	}
+}
+
+func firstDevice(inv pluginmgr.Inventory) (pool, device string, ok bool) {
+	for _, p := range inv.Pools {
+		if len(p.Devices) > 0 {
+			return p.Name, p.Devices[0].Name, true
+		}
+	}
+	return "", "", false
+}
+
+// validateKind checks "group/version/Kind" (or "version/Kind" for the core
+// group, which no driver should use but the form allows).
+func validateKind(k string) error {
+	parts := strings.Split(k, "/")
+	if len(parts) < 2 || len(parts) > 3 {
+		return fmt.Errorf("want group/version/Kind")
+	}
+	for _, part := range parts {
+		if part == "" {
+			return fmt.Errorf("empty segment")
+		}
+	}
+	return nil
+}
+
+func validateEdits(e pluginmgr.ContainerEdits) []string {
+	var errs []string
+	for _, env := range e.Env {
+		if name, _, ok := strings.Cut(env, "="); !ok || name == "" {
+			errs = append(errs, fmt.Sprintf("env entry %q is not NAME=VALUE", env))
+		}
+	}
+	for _, n := range e.DeviceNodes {
+		if !path.IsAbs(n.Path) {
+			errs = append(errs, fmt.Sprintf("device node path %q is not absolute", n.Path))
+		}
+		if n.HostPath != "" && !path.IsAbs(n.HostPath) {
+			errs = append(errs, fmt.Sprintf("device node host path %q is not absolute", n.HostPath))
+		}
+	}
+	for _, m := range e.Mounts {
+		if !path.IsAbs(m.ContainerPath) {
+			errs = append(errs, fmt.Sprintf("mount container path %q is not absolute", m.ContainerPath))
+		}
+		if m.HostPath == "" {
+			errs = append(errs, fmt.Sprintf("mount at %q has no host path", m.ContainerPath))
+		}
+	}
+	for _, h := range e.Hooks {
+		if h.HookName == "" || !path.IsAbs(h.Path) {
+			errs = append(errs, fmt.Sprintf("hook %q needs a name and an absolute path (got %q)", h.HookName, h.Path))
+		}
+	}
+	return errs
+}
+
+func newUID() types.UID {
+	return types.UID(rand.Text())
+}

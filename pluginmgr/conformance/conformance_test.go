@@ -1,0 +1,143 @@
+package conformance_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/dranode/dranode/pluginmgr"
+	"github.com/dranode/dranode/pluginmgr/conformance"
+)
+
+var binaries = map[string]string{}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "conformance-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for name, pkg := range map[string]string{"good": "../internal/testdriver", "broken": "./testdata/brokenplugin"} {
+		out := filepath.Join(dir, name)
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Env = append(os.Environ(), "GOWORK=off")
+		if msg, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, msg)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+		binaries[name] = out
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func launch(t *testing.T, name string) *pluginmgr.Plugin {
+	t.Helper()
+	path := binaries[name]
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	p, err := pluginmgr.Launch(pluginmgr.PluginConfig{Path: path, SHA256: hex.EncodeToString(sum[:])},
+		pluginmgr.Options{Logger: hclog.NewNullLogger(), StartTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// recorder is a testing.TB that collects failures instead of failing the
+// real test, so the kit's verdict on a broken plugin can be checked.
+type recorder struct {
+	testing.TB
+	mu       sync.Mutex
+	messages []string
+	failed   bool
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.messages = append(r.messages, fmt.Sprintf(format, args...))
+	r.failed = true
+}
+func (r *recorder) Error(args ...any) { r.Errorf("%s", fmt.Sprint(args...)) }
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	runtime.Goexit()
+}
+func (r *recorder) Fatal(args ...any) { r.Fatalf("%s", fmt.Sprint(args...)) }
+func (r *recorder) Fail() {
+	r.mu.Lock()
+	r.failed = true
+	r.mu.Unlock()
+}
+func (r *recorder) FailNow() { r.Fail(); runtime.Goexit() }
+func (r *recorder) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+func runRecorded(t *testing.T, p *pluginmgr.Plugin) *recorder {
+	rec := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		conformance.Run(rec, p, conformance.Options{})
+	}()
+	<-done
+	return rec
+}
+
+func TestGoodPluginPasses(t *testing.T) {
+	rec := runRecorded(t, launch(t, "good"))
+	if rec.Failed() {
+		t.Errorf("the kit failed a conforming plugin:\n%s", strings.Join(rec.messages, "\n"))
+	}
+}
+
+func TestBrokenPluginFails(t *testing.T) {
+	rec := runRecorded(t, launch(t, "broken"))
+	all := strings.Join(rec.messages, "\n")
+	for _, want := range []string{
+		`Info: driver version is empty`,
+		`Info: opaque config kind "NotAKind": want group/version/Kind`,
+		`device "GPU_0": a lowercase RFC 1123 label`,
+		`attribute "both": exactly one of int, bool, string or version must be set, found 2`,
+		`name "bad.domain_/x": domain`,
+		`attribute "version": version "1.2" is not a semantic version`,
+		`identifier longer than 32 characters`,
+		`34 attributes and capacities, at most 32 allowed`,
+		`device "gpu-1" published twice`,
+		`consumes counter set "missing", which the pool does not define`,
+		`Prepare is not idempotent`,
+		`env entry "NOEQUALS" is not NAME=VALUE`,
+		`device node path "dev/gpu0" is not absolute`,
+		`Unprepare of a claim never prepared`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the kit did not report %q; it reported:\n%s", want, all)
+		}
+	}
+	for _, m := range rec.messages {
+		if !strings.HasPrefix(m, "conformance: ") {
+			t.Errorf("message without the conformance prefix: %q", m)
+		}
+	}
+}
