@@ -1,6 +1,5 @@
-// Package examples holds example driver plugins, configurations and Kubernetes
-// manifests for dranode.
-//
-// The module is filled in by the driver-plugin issue; it has no functionality
-// yet.
+// Package examples holds dranode's example driver plugins and
+// configurations: gpu (the gpu-plugin command, a simulated GPU driver) and
+// config (the agent configuration section that runs it). The package itself
+// is empty; see the README.
 package examples

@@ -95,7 +95,7 @@ type Options struct {
 	// Logger receives the host's log and the plugins' log streams;
 	// default: hclog to stderr at Info.
 	Logger hclog.Logger
-	// StartTimeout bounds the handshake, Info and Configure; default 10s.
+	// StartTimeout bounds the handshake, Configure and Info; default 10s.
 	StartTimeout time.Duration
 	// CallTimeout bounds calls whose context has no deadline; default 30s.
 	CallTimeout time.Duration
@@ -199,8 +199,8 @@ type instance struct {
 	info   Info
 }
 
-// Launch verifies and starts the plugin, waits for its handshake, Info and
-// Configure, and supervises it from then on. A failure here is returned (with
+// Launch verifies and starts the plugin, waits for its handshake, Configure
+// and Info, and supervises it from then on. A failure here is returned (with
 // one of the Err* start errors) rather than retried: a plugin that cannot
 // start once is a configuration problem.
 func Launch(cfg PluginConfig, opts Options) (*Plugin, error) {
@@ -325,6 +325,9 @@ func (p *Plugin) start() (*instance, error) {
 }
 
 func (p *Plugin) handshakeCalls(ctx context.Context, inst *instance) error {
+	if _, err := inst.rpc.Configure(ctx, &pb.ConfigureRequest{NodeName: p.opts.NodeName, Config: p.cfg.Config}); err != nil {
+		return fmt.Errorf("Configure: %w", err)
+	}
 	resp, err := inst.rpc.Info(ctx, &pb.InfoRequest{})
 	if err != nil {
 		return fmt.Errorf("Info: %w", err)
@@ -343,9 +346,6 @@ func (p *Plugin) handshakeCalls(ctx context.Context, inst *instance) error {
 	p.mu.Unlock()
 	if first != "" && first != inst.info.DriverName {
 		return fmt.Errorf("%w: driver name changed from %q to %q across a restart", ErrInvalidInfo, first, inst.info.DriverName)
-	}
-	if _, err := inst.rpc.Configure(ctx, &pb.ConfigureRequest{NodeName: p.opts.NodeName, Config: p.cfg.Config}); err != nil {
-		return fmt.Errorf("Configure: %w", err)
 	}
 	return nil
 }

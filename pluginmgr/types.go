@@ -149,13 +149,14 @@ type DeviceHealth struct {
 // called concurrently with the others; ctx carries the host's deadline and is
 // cancelled when the host gives up on the call.
 type Driver interface {
-	// Info describes the driver. It is called before Configure and must not
-	// depend on the configuration.
-	Info(ctx context.Context) (Info, error)
 	// Configure receives the node name and the driver's section of the
-	// agent configuration (JSON). It is called once per plugin process,
-	// before WatchDevices, Prepare and Unprepare.
+	// agent configuration (JSON). It is the first call to every plugin
+	// process, made once.
 	Configure(ctx context.Context, nodeName string, config []byte) error
+	// Info describes the driver. It is called after Configure, so the
+	// driver name may come from the configuration; it must not change
+	// across restarts of the plugin.
+	Info(ctx context.Context) (Info, error)
 	// WatchDevices sends the full inventory at once and again on every
 	// change, and returns only when ctx is done or send fails. A return
 	// while the host still listens counts as a plugin failure.

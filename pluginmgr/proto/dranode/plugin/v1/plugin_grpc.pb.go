@@ -46,10 +46,12 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type DriverPluginClient interface {
-	// Info describes the driver. It must answer before Configure.
+	// Info describes the driver. The host calls it right after Configure, so
+	// that a driver name taken from the configuration is reported.
 	Info(ctx context.Context, in *InfoRequest, opts ...grpc.CallOption) (*InfoResponse, error)
 	// Configure hands the plugin its node name and its section of the agent
-	// configuration. It is called once after every start of the plugin process.
+	// configuration. It is the first call after every start of the plugin
+	// process.
 	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error)
 	// WatchDevices streams full inventories: one on start and one on every
 	// change. Each message replaces the previous one.
@@ -155,10 +157,12 @@ type DriverPlugin_WatchHealthClient = grpc.ServerStreamingClient[HealthSnapshot]
 // All implementations must embed UnimplementedDriverPluginServer
 // for forward compatibility.
 type DriverPluginServer interface {
-	// Info describes the driver. It must answer before Configure.
+	// Info describes the driver. The host calls it right after Configure, so
+	// that a driver name taken from the configuration is reported.
 	Info(context.Context, *InfoRequest) (*InfoResponse, error)
 	// Configure hands the plugin its node name and its section of the agent
-	// configuration. It is called once after every start of the plugin process.
+	// configuration. It is the first call after every start of the plugin
+	// process.
 	Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error)
 	// WatchDevices streams full inventories: one on start and one on every
 	// change. Each message replaces the previous one.

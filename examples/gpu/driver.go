@@ -1,0 +1,407 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	"github.com/dranode/dranode/pluginmgr"
+)
+
+const (
+	driverVersion = "v0.1.0"
+	configGroup   = "v1"
+	configKind    = "GpuConfig"
+)
+
+// errConfig marks a configuration the driver cannot use.
+var errConfig = errors.New("invalid gpu plugin configuration")
+
+// duration accepts Go duration strings ("500ms") in JSON.
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"1s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = duration(v)
+	return nil
+}
+
+// config is the driver's section of the agent configuration.
+type config struct {
+	DriverName         string   `json:"driverName"`
+	NumDevices         *int     `json:"numDevices"`
+	DevRoot            string   `json:"devRoot"`
+	Model              string   `json:"model"`
+	Memory             string   `json:"memory"`
+	HealthPollInterval duration `json:"healthPollInterval"`
+
+	memory resource.Quantity
+}
+
+func parseConfig(raw []byte) (config, error) {
+	var c config
+	if len(bytes.TrimSpace(raw)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return config{}, fmt.Errorf("%w: %v", errConfig, err)
+		}
+	}
+	if c.DriverName == "" {
+		c.DriverName = "gpu.example.com"
+	}
+	if c.NumDevices == nil {
+		c.NumDevices = ptr.To(8)
+	}
+	if c.DevRoot == "" {
+		c.DevRoot = "/tmp/dranode-gpu/dev"
+	}
+	if c.Model == "" {
+		c.Model = "Example GPU 40G"
+	}
+	if c.Memory == "" {
+		c.Memory = "40Gi"
+	}
+	if c.HealthPollInterval == 0 {
+		c.HealthPollInterval = duration(time.Second)
+	}
+	if errs := validation.IsDNS1123Subdomain(c.DriverName); len(errs) > 0 || len(c.DriverName) > 63 {
+		return config{}, fmt.Errorf("%w: driverName %q is not a DNS subdomain of at most 63 characters", errConfig, c.DriverName)
+	}
+	if *c.NumDevices < 0 || *c.NumDevices > 128 {
+		return config{}, fmt.Errorf("%w: numDevices %d is outside 0..128", errConfig, *c.NumDevices)
+	}
+	if !filepath.IsAbs(c.DevRoot) {
+		return config{}, fmt.Errorf("%w: devRoot %q must be absolute", errConfig, c.DevRoot)
+	}
+	if len(c.Model) > 64 {
+		return config{}, fmt.Errorf("%w: model %q is longer than 64 characters", errConfig, c.Model)
+	}
+	q, err := resource.ParseQuantity(c.Memory)
+	if err != nil || q.Sign() <= 0 {
+		return config{}, fmt.Errorf("%w: memory %q is not a positive quantity", errConfig, c.Memory)
+	}
+	c.memory = q
+	if c.HealthPollInterval < 0 {
+		return config{}, fmt.Errorf("%w: healthPollInterval must be positive", errConfig)
+	}
+	return c, nil
+}
+
+// driver simulates GPUs. It keeps no state about claims: Prepare is a pure
+// function of the claim and the configuration, so it is idempotent and
+// Unprepare has nothing to undo.
+type driver struct {
+	log hclog.Logger
+
+	mu         sync.Mutex
+	cfg        config
+	configured chan struct{}
+}
+
+func newDriver(log hclog.Logger) *driver {
+	return &driver{log: log, configured: make(chan struct{})}
+}
+
+func (d *driver) config() config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+func (d *driver) Info(ctx context.Context) (pluginmgr.Info, error) {
+	cfg, err := d.waitConfigured(ctx)
+	if err != nil {
+		return pluginmgr.Info{}, err
+	}
+	return pluginmgr.Info{
+		DriverName:        cfg.DriverName,
+		DriverVersion:     driverVersion,
+		Health:            true,
+		OpaqueConfigKinds: []string{cfg.DriverName + "/" + configGroup + "/" + configKind},
+	}, nil
+}
+
+func (d *driver) Configure(_ context.Context, nodeName string, raw []byte) error {
+	cfg, err := parseConfig(raw)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.DevRoot, 0o755); err != nil {
+		return fmt.Errorf("devRoot: %w", err)
+	}
+	for i := range *cfg.NumDevices {
+		path := devicePath(cfg, i)
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o666)
+		if err != nil {
+			return fmt.Errorf("simulated device node: %w", err)
+		}
+		f.Close()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	select {
+	case <-d.configured:
+		return errors.New("configured twice")
+	default:
+	}
+	d.cfg = cfg
+	close(d.configured)
+	d.log.Info("configured", "node", nodeName, "driver", cfg.DriverName, "devices", *cfg.NumDevices, "devRoot", cfg.DevRoot)
+	return nil
+}
+
+func deviceName(i int) string { return "gpu-" + strconv.Itoa(i) }
+
+func devicePath(cfg config, i int) string {
+	return filepath.Join(cfg.DevRoot, "gpu"+strconv.Itoa(i))
+}
+
+// deviceUUID is stable across restarts and nodes for one driver and index,
+// the way a real GPU's UUID is stable across reboots.
+func deviceUUID(driverName string, i int) string {
+	sum := sha256.Sum256([]byte(driverName + "/" + strconv.Itoa(i)))
+	h := fmt.Sprintf("%x", sum[:16])
+	return "GPU-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+func inventory(cfg config, nodeName string) pluginmgr.Inventory {
+	pool := pluginmgr.Pool{Name: nodeName}
+	for i := range *cfg.NumDevices {
+		pool.Devices = append(pool.Devices, resourcev1.Device{
+			Name: deviceName(i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"model":         {StringValue: ptr.To(cfg.Model)},
+				"uuid":          {StringValue: ptr.To(deviceUUID(cfg.DriverName, i))},
+				"index":         {IntValue: ptr.To(int64(i))},
+				"driverVersion": {VersionValue: ptr.To(strings.TrimPrefix(driverVersion, "v"))},
+			},
+			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
+				"memory": {Value: cfg.memory},
+			},
+		})
+	}
+	return pluginmgr.Inventory{Pools: []pluginmgr.Pool{pool}}
+}
+
+func (d *driver) waitConfigured(ctx context.Context) (config, error) {
+	select {
+	case <-d.configured:
+		return d.config(), nil
+	case <-ctx.Done():
+		return config{}, ctx.Err()
+	}
+}
+
+func (d *driver) WatchDevices(ctx context.Context, send func(pluginmgr.Inventory) error) error {
+	cfg, err := d.waitConfigured(ctx)
+	if err != nil {
+		return err
+	}
+	// The simulated inventory never changes after Configure.
+	if err := send(inventory(cfg, poolName())); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// poolName is the node's pool; the simulation uses one pool named after the
+// host, which the agent's node name usually matches.
+func poolName() string {
+	h, err := os.Hostname()
+	if err != nil || len(validation.IsDNS1123Subdomain(h)) > 0 {
+		return "node"
+	}
+	return h
+}
+
+func healthSnapshot(cfg config, pool string) []pluginmgr.DeviceHealth {
+	out := make([]pluginmgr.DeviceHealth, *cfg.NumDevices)
+	for i := range out {
+		out[i] = pluginmgr.DeviceHealth{Pool: pool, Device: deviceName(i), Status: pluginmgr.Healthy}
+		if _, err := os.Stat(devicePath(cfg, i) + ".unhealthy"); err == nil {
+			out[i].Status = pluginmgr.Unhealthy
+			out[i].Message = "marked unhealthy by " + devicePath(cfg, i) + ".unhealthy"
+		} else if _, err := os.Stat(devicePath(cfg, i)); err != nil {
+			out[i].Status = pluginmgr.Unhealthy
+			out[i].Message = "device node missing: " + err.Error()
+		}
+	}
+	return out
+}
+
+func (d *driver) WatchHealth(ctx context.Context, send func([]pluginmgr.DeviceHealth) error) error {
+	cfg, err := d.waitConfigured(ctx)
+	if err != nil {
+		return err
+	}
+	pool := poolName()
+	var last []pluginmgr.DeviceHealth
+	ticker := time.NewTicker(time.Duration(cfg.HealthPollInterval))
+	defer ticker.Stop()
+	for {
+		if snap := healthSnapshot(cfg, pool); !reflect.DeepEqual(snap, last) {
+			if err := send(snap); err != nil {
+				return err
+			}
+			last = snap
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// gpuConfig is the opaque configuration of kind GpuConfig.
+type gpuConfig struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Sharing    *struct {
+		Strategy    string `json:"strategy"`
+		TimeSlicing *struct {
+			Interval string `json:"interval"`
+		} `json:"timeSlicing"`
+	} `json:"sharing"`
+}
+
+var timeSliceIntervals = []string{"Default", "Short", "Medium", "Long"}
+
+// sharingEnv decodes one opaque configuration into the environment it adds.
+func sharingEnv(driverName string, raw []byte) ([]string, error) {
+	var gc gpuConfig
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&gc); err != nil {
+		return nil, fmt.Errorf("opaque config: %w", err)
+	}
+	if want := driverName + "/" + configGroup; gc.APIVersion != want && gc.APIVersion != "gpu.example.com/"+configGroup || gc.Kind != configKind {
+		return nil, fmt.Errorf("opaque config: apiVersion %q kind %q, want %s/%s %s", gc.APIVersion, gc.Kind, driverName, configGroup, configKind)
+	}
+	if gc.Sharing == nil {
+		return nil, nil
+	}
+	switch gc.Sharing.Strategy {
+	case "TimeSlicing":
+		interval := "Default"
+		if gc.Sharing.TimeSlicing != nil && gc.Sharing.TimeSlicing.Interval != "" {
+			interval = gc.Sharing.TimeSlicing.Interval
+		}
+		if !slices.Contains(timeSliceIntervals, interval) {
+			return nil, fmt.Errorf("opaque config: time-slicing interval %q is not one of %v", interval, timeSliceIntervals)
+		}
+		return []string{"GPU_SHARING_STRATEGY=TimeSlicing", "GPU_TIMESLICE_INTERVAL=" + interval}, nil
+	default:
+		return nil, fmt.Errorf("opaque config: sharing strategy %q is not supported (TimeSlicing is)", gc.Sharing.Strategy)
+	}
+}
+
+func (d *driver) Prepare(ctx context.Context, claims []pluginmgr.Claim) ([]pluginmgr.PrepareResult, error) {
+	cfg, err := d.waitConfigured(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pluginmgr.PrepareResult, len(claims))
+	for i, c := range claims {
+		devices, err := prepareClaim(cfg, c)
+		out[i] = pluginmgr.PrepareResult{ClaimUID: c.UID, Devices: devices, Err: err}
+		if err != nil {
+			out[i].Devices = nil
+			d.log.Warn("prepare failed", "claim", c.UID, "error", err)
+		}
+	}
+	return out, nil
+}
+
+func prepareClaim(cfg config, c pluginmgr.Claim) ([]pluginmgr.PreparedDevice, error) {
+	var devices []pluginmgr.PreparedDevice
+	for _, r := range c.Results {
+		if r.Driver != cfg.DriverName {
+			continue
+		}
+		idx, ok := strings.CutPrefix(r.Device, "gpu-")
+		i, err := strconv.Atoi(idx)
+		if !ok || err != nil || i < 0 || i >= *cfg.NumDevices || deviceName(i) != r.Device {
+			return nil, fmt.Errorf("device %q is not one of this driver's %d GPUs", r.Device, *cfg.NumDevices)
+		}
+		if _, err := os.Stat(devicePath(cfg, i) + ".unhealthy"); err == nil {
+			return nil, fmt.Errorf("device %s is unhealthy", r.Device)
+		}
+		env := []string{
+			fmt.Sprintf("GPU_DEVICE_%d=%s", i, deviceUUID(cfg.DriverName, i)),
+		}
+		// Later configurations override earlier ones (claim after class).
+		var sharing []string
+		for _, dc := range c.Configs {
+			if dc.Opaque == nil || dc.Opaque.Driver != cfg.DriverName {
+				continue
+			}
+			if len(dc.Requests) > 0 && !slices.Contains(dc.Requests, r.Request) && !slices.Contains(dc.Requests, parentRequest(r.Request)) {
+				continue
+			}
+			e, err := sharingEnv(cfg.DriverName, dc.Opaque.Parameters.Raw)
+			if err != nil {
+				return nil, fmt.Errorf("device %s: %w", r.Device, err)
+			}
+			if e != nil {
+				sharing = e
+			}
+		}
+		env = append(env, sharing...)
+		devices = append(devices, pluginmgr.PreparedDevice{
+			Pool: r.Pool, Device: r.Device, Requests: []string{r.Request},
+			Edits: pluginmgr.ContainerEdits{
+				Env: env,
+				DeviceNodes: []pluginmgr.DeviceNode{{
+					Path: "/dev/gpu" + strconv.Itoa(i), HostPath: devicePath(cfg, i),
+				}},
+			},
+		})
+	}
+	if len(devices) == 0 {
+		return nil, fmt.Errorf("claim %s/%s has no devices of driver %s", c.Namespace, c.Name, cfg.DriverName)
+	}
+	return devices, nil
+}
+
+// parentRequest maps "request/subrequest" (prioritized lists) to "request":
+// a config for the parent applies to every subrequest.
+func parentRequest(request string) string {
+	parent, _, _ := strings.Cut(request, "/")
+	return parent
+}
+
+func (d *driver) Unprepare(_ context.Context, claims []pluginmgr.PreparedClaim) ([]pluginmgr.UnprepareResult, error) {
+	out := make([]pluginmgr.UnprepareResult, len(claims))
+	for i, c := range claims {
+		// Nothing to undo: the simulation holds no per-claim state.
+		out[i] = pluginmgr.UnprepareResult{ClaimUID: c.UID}
+	}
+	return out, nil
+}

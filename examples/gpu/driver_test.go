@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/dranode/dranode/pluginmgr"
+)
+
+func TestParseConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		raw     string
+		wantErr string
+		check   func(t *testing.T, c config)
+	}{
+		{name: "defaults", raw: "", check: func(t *testing.T, c config) {
+			if c.DriverName != "gpu.example.com" || *c.NumDevices != 8 || c.DevRoot != "/tmp/dranode-gpu/dev" || c.memory.String() != "40Gi" {
+				t.Errorf("defaults = %+v", c)
+			}
+		}},
+		{name: "zero devices is allowed", raw: `{"numDevices": 0}`, check: func(t *testing.T, c config) {
+			if *c.NumDevices != 0 {
+				t.Errorf("numDevices = %d", *c.NumDevices)
+			}
+		}},
+		{name: "unknown field", raw: `{"numDevice": 2}`, wantErr: `unknown field "numDevice"`},
+		{name: "negative devices", raw: `{"numDevices": -1}`, wantErr: "numDevices -1"},
+		{name: "bad driver name", raw: `{"driverName": "GPU!"}`, wantErr: `driverName "GPU!"`},
+		{name: "relative devRoot", raw: `{"devRoot": "dev"}`, wantErr: `devRoot "dev"`},
+		{name: "bad memory", raw: `{"memory": "lots"}`, wantErr: `memory "lots"`},
+		{name: "bad interval", raw: `{"healthPollInterval": "soon"}`, wantErr: "soon"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig([]byte(tt.raw))
+			if tt.wantErr != "" {
+				if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want errConfig mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestUUIDStableAndDistinct(t *testing.T) {
+	seen := map[string]bool{}
+	for i := range 16 {
+		u := deviceUUID("gpu.example.com", i)
+		if u != deviceUUID("gpu.example.com", i) {
+			t.Fatalf("uuid of %d changes", i)
+		}
+		if seen[u] || len(u) != len("GPU-")+36 {
+			t.Fatalf("uuid %q duplicate or malformed", u)
+		}
+		seen[u] = true
+	}
+	if deviceUUID("a.example.com", 0) == deviceUUID("b.example.com", 0) {
+		t.Error("uuid does not depend on the driver name")
+	}
+}
+
+func configured(t *testing.T, raw string) (*driver, config) {
+	t.Helper()
+	d := newDriver(hclog.NewNullLogger())
+	if err := d.Configure(context.Background(), "node-1", []byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	return d, d.config()
+}
+
+func opaque(driver string, requests []string, raw string) resourcev1.DeviceAllocationConfiguration {
+	return resourcev1.DeviceAllocationConfiguration{
+		Source:   resourcev1.AllocationConfigSourceClaim,
+		Requests: requests,
+		DeviceConfiguration: resourcev1.DeviceConfiguration{Opaque: &resourcev1.OpaqueDeviceConfiguration{
+			Driver: driver, Parameters: runtime.RawExtension{Raw: []byte(raw)},
+		}},
+	}
+}
+
+func TestPrepareEdits(t *testing.T) {
+	devRoot := t.TempDir()
+	d, cfg := configured(t, `{"numDevices": 2, "devRoot": "`+devRoot+`"}`)
+	const timeSlicing = `{"apiVersion": "gpu.example.com/v1", "kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}}}`
+	result := func(req, dev string) resourcev1.DeviceRequestAllocationResult {
+		return resourcev1.DeviceRequestAllocationResult{Request: req, Driver: "gpu.example.com", Pool: "p", Device: dev}
+	}
+	tests := []struct {
+		name    string
+		claim   pluginmgr.Claim
+		wantEnv [][]string
+		wantErr string
+	}{
+		{name: "plain", claim: pluginmgr.Claim{UID: "1", Results: []resourcev1.DeviceRequestAllocationResult{result("r", "gpu-1")}},
+			wantEnv: [][]string{{"GPU_DEVICE_1=" + deviceUUID("gpu.example.com", 1)}}},
+		{name: "time slicing for one request", claim: pluginmgr.Claim{UID: "2",
+			Results: []resourcev1.DeviceRequestAllocationResult{result("shared", "gpu-0"), result("exclusive", "gpu-1")},
+			Configs: []resourcev1.DeviceAllocationConfiguration{opaque("gpu.example.com", []string{"shared"}, timeSlicing)}},
+			wantEnv: [][]string{
+				{"GPU_DEVICE_0=" + deviceUUID("gpu.example.com", 0), "GPU_SHARING_STRATEGY=TimeSlicing", "GPU_TIMESLICE_INTERVAL=Long"},
+				{"GPU_DEVICE_1=" + deviceUUID("gpu.example.com", 1)},
+			}},
+		{name: "other driver's config is ignored", claim: pluginmgr.Claim{UID: "3",
+			Results: []resourcev1.DeviceRequestAllocationResult{result("r", "gpu-0")},
+			Configs: []resourcev1.DeviceAllocationConfiguration{opaque("nic.example.com", nil, `not json`)}},
+			wantEnv: [][]string{{"GPU_DEVICE_0=" + deviceUUID("gpu.example.com", 0)}}},
+		{name: "bad interval", claim: pluginmgr.Claim{UID: "4",
+			Results: []resourcev1.DeviceRequestAllocationResult{result("r", "gpu-0")},
+			Configs: []resourcev1.DeviceAllocationConfiguration{opaque("gpu.example.com", nil, strings.Replace(timeSlicing, "Long", "Forever", 1))}},
+			wantErr: `interval "Forever"`},
+		{name: "unknown device", claim: pluginmgr.Claim{UID: "5", Results: []resourcev1.DeviceRequestAllocationResult{result("r", "gpu-7")}},
+			wantErr: `device "gpu-7" is not one of this driver's 2 GPUs`},
+		{name: "wrong kind", claim: pluginmgr.Claim{UID: "6",
+			Results: []resourcev1.DeviceRequestAllocationResult{result("r", "gpu-0")},
+			Configs: []resourcev1.DeviceAllocationConfiguration{opaque("gpu.example.com", nil, `{"apiVersion": "gpu.example.com/v1", "kind": "NicConfig"}`)}},
+			wantErr: `kind "NicConfig"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := d.Prepare(context.Background(), []pluginmgr.Claim{tt.claim})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantErr != "" {
+				if res[0].Err == nil || !strings.Contains(res[0].Err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one mentioning %q", res[0].Err, tt.wantErr)
+				}
+				return
+			}
+			if res[0].Err != nil {
+				t.Fatal(res[0].Err)
+			}
+			if len(res[0].Devices) != len(tt.wantEnv) {
+				t.Fatalf("devices = %+v", res[0].Devices)
+			}
+			for i, dev := range res[0].Devices {
+				if !slices.Equal(dev.Edits.Env, tt.wantEnv[i]) {
+					t.Errorf("device %s env = %v, want %v", dev.Device, dev.Edits.Env, tt.wantEnv[i])
+				}
+				node := dev.Edits.DeviceNodes[0]
+				if node.HostPath != filepath.Join(cfg.DevRoot, strings.Replace(dev.Device, "-", "", 1)) || node.Path != "/dev/"+strings.Replace(dev.Device, "-", "", 1) {
+					t.Errorf("device node = %+v", node)
+				}
+				if _, err := os.Stat(node.HostPath); err != nil {
+					t.Errorf("simulated device node: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestUnhealthyDevice(t *testing.T) {
+	devRoot := t.TempDir()
+	d, cfg := configured(t, `{"numDevices": 2, "devRoot": "`+devRoot+`"}`)
+	if err := os.WriteFile(filepath.Join(devRoot, "gpu1.unhealthy"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	snap := healthSnapshot(cfg, "p")
+	if snap[0].Status != pluginmgr.Healthy || snap[1].Status != pluginmgr.Unhealthy || !strings.Contains(snap[1].Message, "gpu1.unhealthy") {
+		t.Errorf("health = %+v", snap)
+	}
+	res, err := d.Prepare(context.Background(), []pluginmgr.Claim{{UID: "u", Results: []resourcev1.DeviceRequestAllocationResult{
+		{Request: "r", Driver: "gpu.example.com", Pool: "p", Device: "gpu-1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "gpu-1 is unhealthy") {
+		t.Errorf("Prepare of an unhealthy GPU = %+v", res[0])
+	}
+}

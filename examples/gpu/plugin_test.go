@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/dranode/dranode/pluginmgr"
+	"github.com/dranode/dranode/pluginmgr/conformance"
+)
+
+// pluginBinary is gpu-plugin itself, built once by TestMain.
+var pluginBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gpu-plugin-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pluginBinary = filepath.Join(dir, "gpu-plugin")
+	build := exec.Command("go", "build", "-o", pluginBinary, ".")
+	build.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building gpu-plugin: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func launchGPU(t *testing.T, cfg map[string]any, opts pluginmgr.Options) *pluginmgr.Plugin {
+	t.Helper()
+	b, err := os.ReadFile(pluginBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	opts.StartTimeout = 20 * time.Second
+	p, err := pluginmgr.Launch(pluginmgr.PluginConfig{Path: pluginBinary, SHA256: hex.EncodeToString(sum[:]), Config: raw}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func TestConformance(t *testing.T) {
+	p := launchGPU(t, map[string]any{"devRoot": t.TempDir()}, pluginmgr.Options{})
+	conformance.Run(t, p, conformance.Options{})
+	inv, _, err := p.WaitInventory(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(inv.Pools[0].Devices); n != 8 {
+		t.Errorf("default inventory has %d devices, want 8", n)
+	}
+}
+
+func TestConfiguredDriverName(t *testing.T) {
+	p := launchGPU(t, map[string]any{"devRoot": t.TempDir(), "driverName": "sim.gpu.example.org", "numDevices": 3}, pluginmgr.Options{})
+	if got := p.Info().DriverName; got != "sim.gpu.example.org" {
+		t.Errorf("driver name = %q", got)
+	}
+	inv, _, err := p.WaitInventory(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := inv.Pools[0].Devices[2]
+	if len(inv.Pools[0].Devices) != 3 || *dev.Attributes["uuid"].StringValue != deviceUUID("sim.gpu.example.org", 2) || *dev.Attributes["index"].IntValue != 2 {
+		t.Errorf("inventory = %+v", inv)
+	}
+}
+
+func TestHealthThroughHost(t *testing.T) {
+	devRoot := t.TempDir()
+	updates := make(chan []pluginmgr.DeviceHealth, 16)
+	p := launchGPU(t, map[string]any{"devRoot": devRoot, "numDevices": 2, "healthPollInterval": "20ms"},
+		pluginmgr.Options{OnHealth: func(_ string, h []pluginmgr.DeviceHealth) { updates <- h }})
+	if !p.Info().Health {
+		t.Fatal("gpu-plugin does not announce health reporting")
+	}
+	if first := <-updates; first[1].Status != pluginmgr.Healthy {
+		t.Fatalf("first health snapshot = %+v", first)
+	}
+	if err := os.WriteFile(filepath.Join(devRoot, "gpu1.unhealthy"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if next := <-updates; next[1].Status != pluginmgr.Unhealthy || next[0].Status != pluginmgr.Healthy {
+		t.Fatalf("after marking gpu1 unhealthy: %+v", next)
+	}
+}
+
+func TestBadConfigRefusesStart(t *testing.T) {
+	b, _ := os.ReadFile(pluginBinary)
+	sum := sha256.Sum256(b)
+	_, err := pluginmgr.Launch(pluginmgr.PluginConfig{Path: pluginBinary, SHA256: hex.EncodeToString(sum[:]), Config: []byte(`{"numDevices": "eight"}`)},
+		pluginmgr.Options{Logger: hclog.NewNullLogger(), StartTimeout: 20 * time.Second})
+	if err == nil || !containsAll(err.Error(), "Configure", "numDevices") {
+		t.Fatalf("Launch with a bad config = %v", err)
+	}
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
