@@ -552,7 +552,8 @@ func (e *Environment) AuditLogPath() string {
 	return e.auditLog
 }
 
-// PIDs returns the process id of each running component, by name.
+// PIDs returns the process id of each component Start launched, by name —
+// also after Stop or a failed Start, so a test can check that they are gone.
 func (e *Environment) PIDs() map[string]int {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -1,0 +1,248 @@
+package envtest
+
+// These tests start the real control plane. They fail (never skip) when the
+// binaries are missing: "make test" builds them first.
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+func alive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil
+}
+
+func checkGone(t *testing.T, env *Environment, pids map[string]int) {
+	t.Helper()
+	for name, pid := range pids {
+		if alive(pid) {
+			t.Errorf("%s (pid %d) still running", name, pid)
+		}
+	}
+	if _, err := os.Stat(env.Dir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temporary directory %s left behind (stat: %v)", env.Dir(), err)
+	}
+}
+
+func TestStartServesResourceAPIAndStops(t *testing.T) {
+	env := &Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := env.PIDs()
+	stopped := false
+	defer func() {
+		if !stopped {
+			env.Stop()
+		}
+	}()
+	if len(pids) != 2 || pids["etcd"] == 0 || pids["kube-apiserver"] == 0 {
+		t.Fatalf("PIDs = %v, want etcd and kube-apiserver", pids)
+	}
+	for name, pid := range pids {
+		if !alive(pid) {
+			t.Errorf("%s (pid %d) not running after Start", name, pid)
+		}
+	}
+
+	ctx := context.Background()
+	client := kubernetes.NewForConfigOrDie(cfg)
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.example.com"}}
+	if _, err := client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a DeviceClass: %v", err)
+	}
+	slice := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-a-gpu"},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   "gpu.example.com",
+			NodeName: ptr("node-a"),
+			Pool:     resourcev1.ResourcePool{Name: "node-a", ResourceSliceCount: 1},
+			Devices:  []resourcev1.Device{{Name: "gpu-0"}},
+		},
+	}
+	if _, err := client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a ResourceSlice: %v", err)
+	}
+	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-a"})
+	if err != nil {
+		t.Fatalf("listing ResourceSlices: %v", err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "node-a-gpu" || list.Items[0].Spec.Devices[0].Name != "gpu-0" {
+		t.Errorf("listed %+v, want the one slice created", list.Items)
+	}
+	classes, err := client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
+	if err != nil || len(classes.Items) != 1 {
+		t.Errorf("listing DeviceClasses: %d items, %v", len(classes.Items), err)
+	}
+
+	// RBAC is on: a token the apiserver does not know gets nothing.
+	stranger := rest.CopyConfig(cfg)
+	stranger.BearerToken = "not-a-token"
+	_, err = kubernetes.NewForConfigOrDie(stranger).ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if !apierrors.IsUnauthorized(err) {
+		t.Errorf("listing with an unknown token: %v, want Unauthorized", err)
+	}
+	anonymous := rest.AnonymousClientConfig(cfg)
+	_, err = kubernetes.NewForConfigOrDie(anonymous).ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("listing anonymously: %v, want Forbidden", err)
+	}
+
+	if _, err := os.Stat(env.KubeconfigPath()); err != nil {
+		t.Errorf("admin kubeconfig: %v", err)
+	}
+
+	stopped = true
+	if err := env.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	checkGone(t, env, pids)
+	if err := env.Stop(); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+	if _, err := env.Start(); !errors.Is(err, ErrAlreadyStarted) {
+		t.Errorf("Start after Stop = %v, want ErrAlreadyStarted", err)
+	}
+}
+
+// A component that does not come up takes the ones before it down with it.
+func TestFailedStartRollsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		env           *Environment
+		wantComponent string
+		wantLog       string
+	}{
+		{
+			name:          "bad apiserver flag",
+			env:           &Environment{APIServerFlags: []string{"--no-such-flag=1"}},
+			wantComponent: "kube-apiserver",
+			wantLog:       "no-such-flag",
+		},
+		{
+			name:          "bad scheduler flag",
+			env:           &Environment{Scheduler: true, SchedulerFlags: []string{"--no-such-flag=1"}},
+			wantComponent: "kube-scheduler",
+			wantLog:       "no-such-flag",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := tc.env.Start()
+			if err == nil {
+				tc.env.Stop()
+				t.Fatal("Start succeeded")
+			}
+			if cfg != nil {
+				t.Error("a failed Start returned a config")
+			}
+			var se *StartError
+			if !errors.As(err, &se) {
+				t.Fatalf("error %T (%v) is not a *StartError", err, err)
+			}
+			if se.Component != tc.wantComponent || !strings.Contains(se.LogTail, tc.wantLog) {
+				t.Errorf("StartError for %s with log tail %q; want %s mentioning %q", se.Component, se.LogTail, tc.wantComponent, tc.wantLog)
+			}
+			pids := tc.env.PIDs()
+			if pids["etcd"] == 0 || pids[tc.wantComponent] == 0 {
+				t.Errorf("PIDs = %v, want etcd and %s", pids, tc.wantComponent)
+			}
+			checkGone(t, tc.env, pids)
+			if err := tc.env.Stop(); err != nil {
+				t.Errorf("Stop after rollback: %v", err)
+			}
+		})
+	}
+}
+
+// The scheduler is connected and scheduling: with no nodes, a pod is marked
+// unschedulable by it (nothing else would set that condition).
+func TestSchedulerSchedules(t *testing.T) {
+	env := &Environment{Scheduler: true}
+	cfg := StartT(t, env)
+	if pid := env.PIDs()["kube-scheduler"]; pid == 0 || !alive(pid) {
+		t.Fatalf("kube-scheduler not running: PIDs %v", env.PIDs())
+	}
+	ctx := context.Background()
+	client := kubernetes.NewForConfigOrDie(cfg)
+	// No controller-manager here: the namespace's default service account
+	// is the test's to create.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "default"}}
+	if _, err := client.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "waits", Namespace: "default"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.com/none"}}},
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Polling without a wall-clock bound: the test's own -timeout ends it
+	// if the scheduler never acts.
+	for {
+		got, err := client.CoreV1().Pods("default").Get(ctx, "waits", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				if c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable {
+					t.Fatalf("PodScheduled = %s (%s), want False (Unschedulable)", c.Status, c.Reason)
+				}
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The audit log counts the writes made from outside, by user and resource.
+func TestAuditLogCountsWrites(t *testing.T) {
+	env := &Environment{Audit: true}
+	cfg := StartT(t, env)
+	if env.AuditLogPath() == "" {
+		t.Fatal("AuditLogPath empty with Audit set")
+	}
+	ctx := context.Background()
+	client := kubernetes.NewForConfigOrDie(cfg)
+	for _, name := range []string{"a.example.com", "b.example.com"} {
+		class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if _, err := client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.ResourceV1().DeviceClasses().Delete(ctx, "a.example.com", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	events, err := env.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	verbs := map[string]int{}
+	for _, ev := range events {
+		if ev.User.Username == "admin" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "deviceclasses" && ev.Stage == "ResponseComplete" {
+			verbs[ev.Verb]++
+		}
+	}
+	if verbs["create"] != 2 || verbs["delete"] != 1 || verbs["list"] != 0 {
+		t.Errorf("audited admin writes on deviceclasses: %v, want 2 create, 1 delete, no list", verbs)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
