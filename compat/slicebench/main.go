@@ -1,0 +1,814 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/dranode/dranode/sliceclient"
+	"github.com/dranode/dranode/tools/envtest"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+)
+
+const poolName = "pool"
+
+func main() {
+	rounds := flag.Int("rounds", 3, "repetitions of every scenario; the table shows medians")
+	nodes := flag.Int("nodes", 100, "nodes in the many-nodes scenario")
+	skipSlowWipe := flag.Bool("skip-slow-wipe", false, "skip the wipe scenario for upstream with its default 30 s sync delay")
+	flag.Parse()
+	klog.SetOutput(devNull())
+	klog.LogToStderr(false)
+	if err := run(*rounds, *nodes, *skipSlowWipe); err != nil {
+		fmt.Fprintln(os.Stderr, "slicebench:", err)
+		os.Exit(1)
+	}
+}
+
+func devNull() *os.File {
+	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return os.Stderr
+	}
+	return f
+}
+
+// counts are requests by verb, counted by a wrapping transport.
+type counts struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func (c *counts) snapshot() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int64, len(c.m))
+	for k, v := range c.m {
+		out[k] = v
+	}
+	return out
+}
+
+type countingTransport struct {
+	next http.RoundTripper
+	c    *counts
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	verb := "other"
+	isSlice := strings.Contains(req.URL.Path, "/resourceslices")
+	named := isSlice && !strings.HasSuffix(req.URL.Path, "/resourceslices")
+	switch req.Method {
+	case http.MethodPost:
+		verb = "create"
+	case http.MethodPut:
+		verb = "update"
+	case http.MethodPatch:
+		verb = "patch"
+	case http.MethodDelete:
+		verb = "delete"
+		if !named {
+			verb = "deletecollection"
+		}
+	case http.MethodGet:
+		switch {
+		case req.URL.Query().Get("watch") == "true":
+			verb = "watch"
+		case named || !isSlice:
+			verb = "get"
+		default:
+			verb = "list"
+		}
+	}
+	t.c.mu.Lock()
+	if t.c.m == nil {
+		t.c.m = map[string]int64{}
+	}
+	t.c.m[verb]++
+	t.c.mu.Unlock()
+	return t.next.RoundTrip(req)
+}
+
+func countingClient(cfg *rest.Config) (kubernetes.Interface, *counts, error) {
+	c := &counts{}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, -1
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, c: c} }
+	cs, err := kubernetes.NewForConfig(cfg)
+	return cs, c, err
+}
+
+// publisher is what the scenarios drive; one adapter per implementation.
+type publisher interface {
+	start(ctx context.Context, node string, slices [][]resourceapi.Device) error
+	update(slices [][]resourceapi.Device)
+	// waitIdle waits until the sync caused by the last update is done.
+	waitIdle(ctx context.Context) error
+	stop()
+}
+
+type impl struct {
+	name   string
+	driver string
+}
+
+// --- sliceclient ---
+
+type scPub struct {
+	c      kubernetes.Interface
+	driver string
+	p      *sliceclient.Publisher
+}
+
+func flat(slices [][]resourceapi.Device) sliceclient.Inventory {
+	var devs []resourceapi.Device
+	for _, s := range slices {
+		devs = append(devs, s...)
+	}
+	return sliceclient.Inventory{Pools: []sliceclient.Pool{{Name: poolName, Devices: devs}}}
+}
+
+func (s *scPub) start(ctx context.Context, node string, slices [][]resourceapi.Device) error {
+	p, err := sliceclient.New(sliceclient.Options{Client: s.c, DriverName: s.driver, NodeName: node})
+	if err != nil {
+		return err
+	}
+	if err := p.Update(flat(slices)); err != nil {
+		return err
+	}
+	s.p = p
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	return p.WaitForSync(ctx)
+}
+
+func (s *scPub) update(slices [][]resourceapi.Device) {
+	if err := s.p.Update(flat(slices)); err != nil {
+		panic(err)
+	}
+}
+func (s *scPub) waitIdle(ctx context.Context) error { return s.p.WaitForSync(ctx) }
+func (s *scPub) stop()                              { s.p.Stop() }
+
+// --- upstream ---
+
+// watchedQueue tells when the upstream controller finished a sync.
+type watchedQueue struct {
+	workqueue.TypedRateLimitingInterface[string]
+	mu       sync.Mutex
+	inflight int
+	done     int64
+	changed  chan struct{}
+}
+
+func (q *watchedQueue) Get() (string, bool) {
+	item, shutdown := q.TypedRateLimitingInterface.Get()
+	q.mu.Lock()
+	q.inflight++
+	q.mu.Unlock()
+	return item, shutdown
+}
+
+func (q *watchedQueue) Done(item string) {
+	q.TypedRateLimitingInterface.Done(item)
+	q.mu.Lock()
+	q.inflight--
+	q.done++
+	close(q.changed)
+	q.changed = make(chan struct{})
+	q.mu.Unlock()
+}
+
+type upPub struct {
+	c         kubernetes.Interface
+	driver    string
+	syncDelay *time.Duration
+	ctrl      *resourceslice.Controller
+	q         *watchedQueue
+	doneAtUpd int64
+}
+
+func upResources(slices [][]resourceapi.Device) *resourceslice.DriverResources {
+	pool := resourceslice.Pool{}
+	for _, s := range slices {
+		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: s})
+	}
+	return &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{poolName: pool}}
+}
+
+func (u *upPub) start(ctx context.Context, node string, slices [][]resourceapi.Device) error {
+	u.q = &watchedQueue{
+		TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		changed:                    make(chan struct{}),
+	}
+	u.q.mu.Lock()
+	u.doneAtUpd = u.q.done
+	u.q.mu.Unlock()
+	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
+		DriverName: u.driver,
+		KubeClient: u.c,
+		Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: node},
+		Resources:  upResources(slices),
+		Queue:      u.q,
+		SyncDelay:  u.syncDelay,
+	})
+	if err != nil {
+		return err
+	}
+	u.ctrl = ctrl
+	return u.waitIdle(ctx)
+}
+
+func (u *upPub) update(slices [][]resourceapi.Device) {
+	u.q.mu.Lock()
+	u.doneAtUpd = u.q.done
+	u.q.mu.Unlock()
+	u.ctrl.Update(upResources(slices))
+}
+
+func (u *upPub) waitIdle(ctx context.Context) error {
+	for {
+		u.q.mu.Lock()
+		idle := u.q.done > u.doneAtUpd && u.q.inflight == 0 && u.q.Len() == 0
+		ch := u.q.changed
+		u.q.mu.Unlock()
+		if idle {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Millisecond): // Len changes without a Done
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (u *upPub) stop() { u.ctrl.Stop() }
+
+// --- observing what is stored, from outside ---
+
+type storedSlice struct {
+	obj     *resourceapi.ResourceSlice
+	devices map[string]string // device name -> protobuf encoding
+}
+
+// observer watches every slice of one driver and says when a node's pool
+// matches what is expected.
+type observer struct {
+	mu      sync.Mutex
+	slices  map[string]*storedSlice
+	last    time.Time // when the latest event arrived
+	changed chan struct{}
+}
+
+func newObserver(ctx context.Context, c kubernetes.Interface, driver string) (*observer, error) {
+	o := &observer{slices: map[string]*storedSlice{}, changed: make(chan struct{})}
+	sel := fields.Set{resourceapi.ResourceSliceSelectorDriver: driver}.String()
+	list, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		o.put(&list.Items[i])
+	}
+	w, err := c.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for ev := range w.ResultChan() {
+			now := time.Now()
+			s, ok := ev.Object.(*resourceapi.ResourceSlice)
+			if !ok {
+				continue
+			}
+			o.mu.Lock()
+			if ev.Type == watch.Deleted {
+				delete(o.slices, s.Name)
+			} else {
+				o.putLocked(s)
+			}
+			o.last = now
+			close(o.changed)
+			o.changed = make(chan struct{})
+			o.mu.Unlock()
+		}
+	}()
+	return o, nil
+}
+
+func (o *observer) put(s *resourceapi.ResourceSlice) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.putLocked(s)
+}
+
+func (o *observer) putLocked(s *resourceapi.ResourceSlice) {
+	ss := &storedSlice{obj: s, devices: make(map[string]string, len(s.Spec.Devices))}
+	for i := range s.Spec.Devices {
+		b, _ := s.Spec.Devices[i].Marshal()
+		ss.devices[s.Spec.Devices[i].Name] = string(b)
+	}
+	o.slices[s.Name] = ss
+}
+
+type expectation struct {
+	node    string
+	devices map[string]string
+	// notUIDs: slices with these UIDs do not count (the wiped ones).
+	notUIDs map[string]bool
+}
+
+func expect(node string, slices [][]resourceapi.Device) *expectation {
+	e := &expectation{node: node, devices: map[string]string{}}
+	for _, s := range slices {
+		for i := range s {
+			b, _ := s[i].Marshal()
+			e.devices[s[i].Name] = string(b)
+		}
+	}
+	return e
+}
+
+func (o *observer) matchesLocked(e *expectation) bool {
+	var gen, count int64 = -1, 0
+	n := 0
+	seen := 0
+	for _, s := range o.slices {
+		if s.obj.Spec.NodeName == nil || *s.obj.Spec.NodeName != e.node {
+			continue
+		}
+		if e.notUIDs[string(s.obj.UID)] {
+			return false
+		}
+		n++
+		if gen >= 0 && (s.obj.Spec.Pool.Generation != gen || s.obj.Spec.Pool.ResourceSliceCount != count) {
+			return false
+		}
+		gen, count = s.obj.Spec.Pool.Generation, s.obj.Spec.Pool.ResourceSliceCount
+		for name, b := range s.devices {
+			if e.devices[name] != b {
+				return false
+			}
+			seen++
+		}
+	}
+	return n > 0 && int64(n) == count && seen == len(e.devices)
+}
+
+// waitMatch returns when all expectations hold, with the arrival time of the
+// event that completed them (or now, if they held already).
+func (o *observer) waitMatch(ctx context.Context, es ...*expectation) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		o.mu.Lock()
+		ok := true
+		for _, e := range es {
+			if !o.matchesLocked(e) {
+				ok = false
+				break
+			}
+		}
+		at, ch := o.last, o.changed
+		o.mu.Unlock()
+		if ok {
+			if at.IsZero() {
+				at = time.Now()
+			}
+			return at, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("stored slices never matched: %w", ctx.Err())
+		}
+	}
+}
+
+func (o *observer) uids(node string) map[string]bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]bool{}
+	for _, s := range o.slices {
+		if s.obj.Spec.NodeName != nil && *s.obj.Spec.NodeName == node {
+			out[string(s.obj.UID)] = true
+		}
+	}
+	return out
+}
+
+// --- devices and scenarios ---
+
+func device(name, model string) resourceapi.Device {
+	return resourceapi.Device{
+		Name: name,
+		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			"model":                  {StringValue: &model},
+			"bench.example.com/numa": {IntValue: ptr(int64(len(name) % 2))},
+			"bench.example.com/pcie": {VersionValue: ptr("5.0.0")},
+		},
+		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+			"memory": {Value: resource.MustParse("80Gi")},
+		},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func initialSlices(prefix string, nSlices, perSlice int) [][]resourceapi.Device {
+	out := make([][]resourceapi.Device, nSlices)
+	k := 0
+	for i := range out {
+		for range perSlice {
+			out[i] = append(out[i], device(prefix+strconv.Itoa(k), "a100"))
+			k++
+		}
+	}
+	return out
+}
+
+func clone(s [][]resourceapi.Device) [][]resourceapi.Device {
+	out := make([][]resourceapi.Device, len(s))
+	for i := range s {
+		out[i] = make([]resourceapi.Device, len(s[i]))
+		for j := range s[i] {
+			s[i][j].DeepCopyInto(&out[i][j])
+		}
+	}
+	return out
+}
+
+type result struct {
+	scenario string
+	impl     string
+	writes   map[string]int64
+	reads    map[string]int64
+	d        time.Duration
+	note     string
+}
+
+func diff(a, b map[string]int64) (writes, reads map[string]int64) {
+	writes, reads = map[string]int64{}, map[string]int64{}
+	for k, v := range b {
+		d := v - a[k]
+		if d == 0 {
+			continue
+		}
+		switch k {
+		case "create", "update", "delete", "patch", "deletecollection":
+			writes[k] = d
+		default:
+			reads[k] = d
+		}
+	}
+	return writes, reads
+}
+
+func run(rounds, nNodes int, skipSlowWipe bool) error {
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	adminCfg := rest.CopyConfig(cfg)
+	adminCfg.QPS, adminCfg.Burst = -1, -1
+	admin, err := kubernetes.NewForConfig(adminCfg)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+
+	zero := time.Duration(0)
+	impls := []impl{
+		{name: "sliceclient", driver: "sc.bench.example.com"},
+		{name: "upstream", driver: "up.bench.example.com"},
+		{name: "upstream(SyncDelay=0)", driver: "up0.bench.example.com"},
+	}
+	var results []result
+	for r := 0; r < rounds; r++ {
+		for _, im := range impls {
+			client, cnt, err := countingClient(cfg)
+			if err != nil {
+				return err
+			}
+			newPub := func() publisher {
+				switch im.name {
+				case "sliceclient":
+					return &scPub{c: client, driver: im.driver}
+				case "upstream":
+					return &upPub{c: client, driver: im.driver}
+				default:
+					return &upPub{c: client, driver: im.driver, syncDelay: &zero}
+				}
+			}
+			obs, err := newObserver(ctx, admin, im.driver)
+			if err != nil {
+				return err
+			}
+			node := fmt.Sprintf("bench-%d-%s", r, strings.Split(im.driver, ".")[0])
+			if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			rs, err := scenarios(ctx, im, newPub, cnt, obs, admin, node, r == 0 || !skipSlowWipe)
+			if err != nil {
+				return fmt.Errorf("%s round %d: %w", im.name, r, err)
+			}
+			results = append(results, rs...)
+			mn, err := manyNodes(ctx, im, newPub, cnt, obs, admin, r, nNodes)
+			if err != nil {
+				return fmt.Errorf("%s many nodes round %d: %w", im.name, r, err)
+			}
+			results = append(results, mn...)
+			fmt.Fprintf(os.Stderr, "round %d %s done\n", r, im.name)
+		}
+	}
+	printTable(results)
+	return nil
+}
+
+func measure(cnt *counts, f func() (time.Time, time.Time, error)) (time.Duration, map[string]int64, map[string]int64, error) {
+	before := cnt.snapshot()
+	t0, t1, err := f()
+	w, r := diff(before, cnt.snapshot())
+	return t1.Sub(t0), w, r, err
+}
+
+func scenarios(ctx context.Context, im impl, newPub func() publisher, cnt *counts, obs *observer, admin kubernetes.Interface, node string, slowWipe bool) ([]result, error) {
+	var out []result
+	add := func(name string, d time.Duration, w, r map[string]int64, note string) {
+		out = append(out, result{scenario: name, impl: im.name, writes: w, reads: r, d: d, note: note})
+	}
+	state := initialSlices("dev-", 8, 125)
+	pub := newPub()
+
+	// Initial publish: from the start call until the slices are stored.
+	d, w, r, err := measure(cnt, func() (time.Time, time.Time, error) {
+		t0 := time.Now()
+		if err := pub.start(ctx, node, state); err != nil {
+			return t0, t0, err
+		}
+		t1, err := obs.waitMatch(ctx, expect(node, state))
+		return t0, t1, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("initial: %w", err)
+	}
+	add("initial 1000 devices / 8 slices", d, w, r, "")
+
+	// Restart with nothing changed: until started and its first sync is done.
+	pub.stop()
+	pub = newPub()
+	d, w, r, err = measure(cnt, func() (time.Time, time.Time, error) {
+		t0 := time.Now()
+		if err := pub.start(ctx, node, state); err != nil {
+			return t0, t0, err
+		}
+		if err := pub.waitIdle(ctx); err != nil {
+			return t0, t0, err
+		}
+		_, err := obs.waitMatch(ctx, expect(node, state))
+		return t0, time.Now(), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("restart: %w", err)
+	}
+	add("restart, no change", d, w, r, "")
+
+	change := func(name string, f func(s [][]resourceapi.Device) [][]resourceapi.Device) error {
+		next := f(clone(state))
+		d, w, r, err := measure(cnt, func() (time.Time, time.Time, error) {
+			t0 := time.Now()
+			pub.update(next)
+			t1, err := obs.waitMatch(ctx, expect(node, next))
+			if err == nil {
+				err = pub.waitIdle(ctx)
+			}
+			return t0, t1, err
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		add(name, d, w, r, "")
+		state = next
+		return nil
+	}
+	steps := []struct {
+		name string
+		f    func(s [][]resourceapi.Device) [][]resourceapi.Device
+	}{
+		{"one attribute changed", func(s [][]resourceapi.Device) [][]resourceapi.Device {
+			s[2][10] = device(s[2][10].Name, "h100")
+			return s
+		}},
+		{"one device added (slice has room)", func(s [][]resourceapi.Device) [][]resourceapi.Device {
+			s[3] = append(s[3], device("extra-0", "a100"))
+			return s
+		}},
+		{"one device removed", func(s [][]resourceapi.Device) [][]resourceapi.Device {
+			s[4] = s[4][1:]
+			return s
+		}},
+		{"one attribute in each of two slices", func(s [][]resourceapi.Device) [][]resourceapi.Device {
+			s[0][5] = device(s[0][5].Name, "h200")
+			s[7][5] = device(s[7][5].Name, "h200")
+			return s
+		}},
+		{"pool grows by one slice", func(s [][]resourceapi.Device) [][]resourceapi.Device {
+			return append(s, initialSlices("grow-", 1, 125)...)
+		}},
+		{"pool shrinks by one slice", func(s [][]resourceapi.Device) [][]resourceapi.Device {
+			return s[:len(s)-1]
+		}},
+	}
+	for _, st := range steps {
+		if err := change(st.name, st.f); err != nil {
+			return nil, err
+		}
+	}
+
+	// The kubelet's wipe: all of the node's slices deleted at once.
+	if slowWipe || im.name != "upstream" {
+		old := obs.uids(node)
+		d, w, r, err = measure(cnt, func() (time.Time, time.Time, error) {
+			t0 := time.Now()
+			err := admin.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{
+				FieldSelector: fields.Set{resourceapi.ResourceSliceSelectorNodeName: node}.String(),
+			})
+			if err != nil {
+				return t0, t0, err
+			}
+			e := expect(node, state)
+			e.notUIDs = old
+			t1, err := obs.waitMatch(ctx, e)
+			return t0, t1, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("wipe: %w", err)
+		}
+		add("all slices deleted by someone else", d, w, r, "")
+	}
+
+	// CPU of a sync with nothing to write: same inventory again, many times.
+	const iterations = 20
+	before := cnt.snapshot()
+	cpu0 := cpuTime()
+	for range iterations {
+		pub.update(clone(state))
+		if err := pub.waitIdle(ctx); err != nil {
+			return nil, fmt.Errorf("no-op sync: %w", err)
+		}
+	}
+	cpu := (cpuTime() - cpu0) / iterations
+	w, r = diff(before, cnt.snapshot())
+	add("no-op sync, CPU per sync", cpu, w, r, "process CPU time")
+	pub.stop()
+	return out, nil
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func manyNodes(ctx context.Context, im impl, newPub func() publisher, cnt *counts, obs *observer, admin kubernetes.Interface, round, n int) ([]result, error) {
+	nodes := make([]string, n)
+	es := make([]*expectation, n)
+	state := initialSlices("d-", 1, 64)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("many-%d-%s-%d", round, strings.Split(im.driver, ".")[0], i)
+		if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodes[i]}}, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+		es[i] = expect(nodes[i], state)
+	}
+	pubs := make([]publisher, n)
+	var failed atomic.Value
+	d, w, r, err := measure(cnt, func() (time.Time, time.Time, error) {
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for i := range pubs {
+			pubs[i] = newPub()
+			wg.Go(func() {
+				if err := pubs[i].start(ctx, nodes[i], state); err != nil {
+					failed.Store(err)
+				}
+			})
+		}
+		wg.Wait()
+		if err, _ := failed.Load().(error); err != nil {
+			return t0, t0, err
+		}
+		t1, err := obs.waitMatch(ctx, es...)
+		return t0, t1, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := []result{{scenario: fmt.Sprintf("%d nodes x 64 devices, start", n), impl: im.name, writes: w, reads: r, d: d}}
+	// Steady state: a while with nothing changing.
+	before := cnt.snapshot()
+	time.Sleep(3 * time.Second)
+	w, r = diff(before, cnt.snapshot())
+	out = append(out, result{scenario: fmt.Sprintf("%d nodes, steady 3 s", n), impl: im.name, writes: w, reads: r, note: "no timing"})
+	for _, p := range pubs {
+		p.stop()
+	}
+	return out, nil
+}
+
+func fmtCounts(m map[string]int64) string {
+	if len(m) == 0 {
+		return "0"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func printTable(results []result) {
+	type key struct{ scenario, impl string }
+	var order []key
+	groups := map[key][]result{}
+	for _, r := range results {
+		k := key{r.scenario, r.impl}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	seenScenario := map[string]bool{}
+	var scenariosOrdered []string
+	for _, k := range order {
+		if !seenScenario[k.scenario] {
+			seenScenario[k.scenario] = true
+			scenariosOrdered = append(scenariosOrdered, k.scenario)
+		}
+	}
+	fmt.Println("| scenario | implementation | writes (last round) | reads (last round) | time, median | time, all rounds |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, sc := range scenariosOrdered {
+		for _, k := range order {
+			if k.scenario != sc {
+				continue
+			}
+			rs := groups[k]
+			ds := make([]time.Duration, len(rs))
+			var all []string
+			for i, r := range rs {
+				ds[i] = r.d
+				all = append(all, fmtDur(r.d))
+			}
+			sort.Slice(ds, func(a, b int) bool { return ds[a] < ds[b] })
+			last := rs[len(rs)-1]
+			med := fmtDur(ds[len(ds)/2])
+			if last.note == "no timing" {
+				med, all = "-", nil
+			}
+			fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", sc, k.impl, fmtCounts(last.writes), fmtCounts(last.reads), med, strings.Join(all, " "))
+		}
+	}
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+	}
+}
