@@ -76,8 +76,10 @@ fi
 
 mkdir -p "$root"
 exec 9>"$root/.lock"
-log "waiting for the build lock $root/.lock"
-flock 9
+if ! flock -n 9; then
+	log "waiting for another build (lock $root/.lock)"
+	flock 9
+fi
 if cached; then # another run built it while we waited
 	echo "$out"
 	exit 0
