@@ -90,35 +90,83 @@ func newStoredSlice(obj *resourceapi.ResourceSlice) *storedSlice {
 	return &storedSlice{obj: obj, canon: canonicalOf(&obj.Spec)}
 }
 
-// desiredPool is a validated pool with what the planner needs precomputed
-// once per inventory update.
+// desiredDevice is a validated device in encoded form: the publisher keeps
+// its own copy as bytes, compares with them, and decodes a device only to
+// write it.
+type desiredDevice struct {
+	name         string
+	full         []byte // protobuf of the device as it is to be sent
+	canon        []byte // full without taint times; see canonicalDevice
+	advanced     bool
+	explicitTime bool // a taint has TimeAdded set
+}
+
+func encodeDevice(d *resourceapi.Device) desiredDevice {
+	dd := desiredDevice{name: d.Name, advanced: isAdvanced(d)}
+	c := *d
+	for t := range d.Taints {
+		if d.Taints[t].TimeAdded != nil {
+			dd.explicitTime = true
+		}
+	}
+	if dd.explicitTime {
+		// The server keeps seconds only; round a copy, never the caller's.
+		c.Taints = make([]resourceapi.DeviceTaint, len(d.Taints))
+		copy(c.Taints, d.Taints)
+		for t := range c.Taints {
+			if ta := c.Taints[t].TimeAdded; ta != nil {
+				c.Taints[t].TimeAdded = &metav1.Time{Time: ta.Time.Round(time.Second)}
+			}
+		}
+	}
+	full, err := c.Marshal()
+	if err != nil {
+		full = []byte(err.Error())
+	}
+	dd.full, dd.canon = full, full
+	if len(c.Taints) > 0 {
+		dd.canon = canonicalDevice(&c)
+	}
+	return dd
+}
+
+func (dd *desiredDevice) decode() resourceapi.Device {
+	var d resourceapi.Device
+	// The bytes came from Marshal of a valid device; a failure here would be
+	// a bug in the generated code, and the server would reject the result.
+	_ = d.Unmarshal(dd.full)
+	return d
+}
+
+// desiredPool is a validated pool with what the planner needs computed once
+// per inventory update.
 type desiredPool struct {
-	pool         Pool
-	deviceCanon  [][]byte
-	advanced     []bool
-	anyAdvanced  bool
-	explicitTime []bool // the device has a taint with TimeAdded set
+	name        string
+	devices     []desiredDevice
+	byName      map[string]int
+	counters    []resourceapi.CounterSet
+	anyAdvanced bool
 }
 
 func newDesiredPool(pool Pool) *desiredPool {
-	dp := &desiredPool{
-		pool:         pool,
-		deviceCanon:  make([][]byte, len(pool.Devices)),
-		advanced:     make([]bool, len(pool.Devices)),
-		explicitTime: make([]bool, len(pool.Devices)),
-	}
+	devices := make([]desiredDevice, len(pool.Devices))
 	for i := range pool.Devices {
-		d := &pool.Devices[i]
-		for t := range d.Taints {
-			if ta := d.Taints[t].TimeAdded; ta != nil {
-				// The server keeps seconds only.
-				ta.Time = ta.Time.Round(time.Second)
-				dp.explicitTime[i] = true
-			}
+		devices[i] = encodeDevice(&pool.Devices[i])
+	}
+	return newDesiredPoolEncoded(pool, devices)
+}
+
+func newDesiredPoolEncoded(pool Pool, devices []desiredDevice) *desiredPool {
+	dp := &desiredPool{name: pool.Name, devices: devices, byName: make(map[string]int, len(devices))}
+	for i := range devices {
+		dp.byName[devices[i].name] = i
+		dp.anyAdvanced = dp.anyAdvanced || devices[i].advanced
+	}
+	if pool.SharedCounters != nil {
+		dp.counters = make([]resourceapi.CounterSet, len(pool.SharedCounters))
+		for i := range pool.SharedCounters {
+			pool.SharedCounters[i].DeepCopyInto(&dp.counters[i])
 		}
-		dp.deviceCanon[i] = canonicalDevice(d)
-		dp.advanced[i] = isAdvanced(d)
-		dp.anyAdvanced = dp.anyAdvanced || dp.advanced[i]
 	}
 	return dp
 }
@@ -153,7 +201,7 @@ type planner struct {
 }
 
 func counterSliceCount(dp *desiredPool) int {
-	return (len(dp.pool.SharedCounters) + maxCounterSetsPerSlice - 1) / maxCounterSetsPerSlice
+	return (len(dp.counters) + maxCounterSetsPerSlice - 1) / maxCounterSetsPerSlice
 }
 
 func deviceLimit(advanced bool) int {
@@ -165,7 +213,7 @@ func deviceLimit(advanced bool) int {
 
 // freshDeviceSlices is how many device slices a new split uses.
 func freshDeviceSlices(dp *desiredPool, counterSlices int) int {
-	n := len(dp.pool.Devices)
+	n := len(dp.devices)
 	limit := deviceLimit(dp.anyAdvanced)
 	k := (n + limit - 1) / limit
 	if k == 0 && counterSlices == 0 {
@@ -214,23 +262,30 @@ func (pl *planner) plan(poolName string, dp *desiredPool, stored []*storedSlice,
 		}
 		canon := canonical{}
 		if i < nCounter {
-			end := min((i+1)*maxCounterSetsPerSlice, len(dp.pool.SharedCounters))
-			spec.SharedCounters = dp.pool.SharedCounters[i*maxCounterSetsPerSlice : end]
+			end := min((i+1)*maxCounterSetsPerSlice, len(dp.counters))
+			spec.SharedCounters = dp.counters[i*maxCounterSetsPerSlice : end]
 		} else if len(members[i]) > 0 {
-			spec.Devices = make([]resourceapi.Device, len(members[i]))
 			canon.devices = make([][]byte, len(members[i]))
 			for k, j := range members[i] {
-				spec.Devices[k] = dp.pool.Devices[j]
-				canon.devices[k] = dp.deviceCanon[j]
+				canon.devices[k] = dp.devices[j].canon
 			}
 		}
-		canon.head = canonicalHead(&spec)
+		canon.head = canonicalHead(&spec) // Devices are not part of the head
+		withDevices := func() resourceapi.ResourceSliceSpec {
+			if i >= nCounter && len(members[i]) > 0 {
+				spec.Devices = make([]resourceapi.Device, len(members[i]))
+				for k, j := range members[i] {
+					spec.Devices[k] = dp.devices[j].decode()
+				}
+			}
+			return spec
+		}
 		name := SliceName(pl.node, pl.driver, poolName, i)
 		cur := ours[i]
 		if cur == nil {
 			obj := &resourceapi.ResourceSlice{
 				ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{pl.owner}},
-				Spec:       spec,
+				Spec:       withDevices(),
 			}
 			p.creates = append(p.creates, plannedWrite{obj: obj, canon: canon})
 			continue
@@ -240,7 +295,7 @@ func (pl *planner) plan(poolName string, dp *desiredPool, stored []*storedSlice,
 		}
 		obj := cur.obj.DeepCopy()
 		obj.OwnerReferences = []metav1.OwnerReference{pl.owner}
-		obj.Spec = spec
+		obj.Spec = withDevices()
 		keepTaintTimes(obj.Spec.Devices, cur.obj.Spec.Devices)
 		p.updates = append(p.updates, plannedWrite{obj: obj, canon: canon})
 	}
@@ -265,10 +320,10 @@ func (pl *planner) upToDate(cur *storedSlice, want *canonical, dp *desiredPool, 
 	}
 	// Taint times the driver chose itself must match too.
 	for k, j := range members {
-		if !dp.explicitTime[j] {
+		if !dp.devices[j].explicitTime {
 			continue
 		}
-		wantTaints, gotTaints := dp.pool.Devices[j].Taints, cur.obj.Spec.Devices[k].Taints
+		wantTaints, gotTaints := dp.devices[j].decode().Taints, cur.obj.Spec.Devices[k].Taints
 		for t := range wantTaints {
 			w, g := wantTaints[t].TimeAdded, gotTaints[t].TimeAdded
 			if w != nil && (g == nil || !w.Equal(g)) {
@@ -352,14 +407,14 @@ func (pl *planner) keepLayout(dp *desiredPool, ours map[int]*storedSlice, gen in
 	members := make([][]int, count)
 	advanced := make([]bool, count)
 	var unplaced []int
-	for j := range dp.pool.Devices {
-		idx, ok := where[dp.pool.Devices[j].Name]
+	for j := range dp.devices {
+		idx, ok := where[dp.devices[j].name]
 		if !ok {
 			unplaced = append(unplaced, j)
 			continue
 		}
 		members[idx] = append(members[idx], j)
-		advanced[idx] = advanced[idx] || dp.advanced[j]
+		advanced[idx] = advanced[idx] || dp.devices[j].advanced
 	}
 	for idx := nCounter; idx < count; idx++ {
 		if len(members[idx]) > deviceLimit(advanced[idx]) {
@@ -369,7 +424,7 @@ func (pl *planner) keepLayout(dp *desiredPool, ours map[int]*storedSlice, gen in
 	for _, j := range unplaced {
 		best := -1
 		for idx := nCounter; idx < count; idx++ {
-			if len(members[idx])+1 > deviceLimit(advanced[idx] || dp.advanced[j]) {
+			if len(members[idx])+1 > deviceLimit(advanced[idx] || dp.devices[j].advanced) {
 				continue
 			}
 			if best < 0 || len(members[idx]) < len(members[best]) {
@@ -380,7 +435,7 @@ func (pl *planner) keepLayout(dp *desiredPool, ours map[int]*storedSlice, gen in
 			return nil, true
 		}
 		members[best] = append(members[best], j)
-		advanced[best] = advanced[best] || dp.advanced[j]
+		advanced[best] = advanced[best] || dp.devices[j].advanced
 	}
 	if len(unplaced) > 0 {
 		for idx := nCounter; idx < count; idx++ {
@@ -396,7 +451,7 @@ func (pl *planner) keepLayout(dp *desiredPool, ours map[int]*storedSlice, gen in
 func freshSplit(dp *desiredPool, nCounter int) [][]int {
 	k := freshDeviceSlices(dp, nCounter)
 	members := make([][]int, nCounter+k)
-	n := len(dp.pool.Devices)
+	n := len(dp.devices)
 	next := 0
 	for t := 0; t < k; t++ {
 		size := n / k

@@ -78,7 +78,13 @@ func checkPool(t *testing.T, step string, srv *memServer, pool Pool, nSlices int
 		if s.obj.Spec.Pool.ResourceSliceCount != int64(nSlices) || s.obj.Spec.Pool.Generation != stored[0].obj.Spec.Pool.Generation {
 			t.Fatalf("%s: slice %s has pool %+v, inconsistent", step, s.obj.Name, s.obj.Spec.Pool)
 		}
-		if len(s.obj.Spec.Devices) > maxDevicesPerSlice {
+		limit := maxDevicesPerSlice
+		for i := range s.obj.Spec.Devices {
+			if isAdvanced(&s.obj.Spec.Devices[i]) {
+				limit = maxAdvancedDevicesPerSlice
+			}
+		}
+		if len(s.obj.Spec.Devices) > limit {
 			t.Fatalf("%s: slice %s has %d devices", step, s.obj.Name, len(s.obj.Spec.Devices))
 		}
 		if *s.obj.Spec.NodeName != testNode || s.obj.Spec.Driver != testDriver || len(s.obj.OwnerReferences) != 1 {

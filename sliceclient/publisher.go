@@ -1,6 +1,7 @@
 package sliceclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -82,6 +83,7 @@ type Publisher struct {
 	planner  planner
 	queue    workqueue.TypedRateLimitingInterface[string]
 
+	updateMu  sync.Mutex // serializes Update
 	mu        sync.Mutex
 	inventory map[string]*desiredPool // by pool name
 	stored    map[string]*storedSlice // by slice name
@@ -143,13 +145,49 @@ func New(opts Options) (*Publisher, error) {
 // one stays published. Update copies inv and returns at once; the writes
 // happen in the background after the debounce window.
 func (p *Publisher) Update(inv Inventory) error {
-	if err := ValidateInventory(inv); err != nil {
+	touched, err := p.prepare(inv)
+	if err != nil {
 		return err
 	}
-	inv = inv.DeepCopy()
+	for _, name := range touched {
+		p.enqueue(name)
+	}
+	return nil
+}
+
+// prepare validates and encodes inv, makes it the inventory and returns the
+// pools to sync.
+func (p *Publisher) prepare(inv Inventory) ([]string, error) {
+	p.updateMu.Lock()
+	defer p.updateMu.Unlock()
+	p.mu.Lock()
+	prev := p.inventory
+	p.mu.Unlock()
+
+	// Encoding is the copy the publisher keeps; a device whose encoding is
+	// the same as in the previous inventory was validated then.
+	encoded := make([][]desiredDevice, len(inv.Pools))
+	for i := range inv.Pools {
+		devices := inv.Pools[i].Devices
+		encoded[i] = make([]desiredDevice, len(devices))
+		for j := range devices {
+			encoded[i][j] = encodeDevice(&devices[j])
+		}
+	}
+	unchanged := func(pool, device int) bool {
+		old := prev[inv.Pools[pool].Name]
+		if old == nil {
+			return false
+		}
+		k, ok := old.byName[inv.Pools[pool].Devices[device].Name]
+		return ok && bytes.Equal(old.devices[k].full, encoded[pool][device].full)
+	}
+	if err := validateInventory(inv, unchanged); err != nil {
+		return nil, err
+	}
 	pools := make(map[string]*desiredPool, len(inv.Pools))
-	for _, pool := range inv.Pools {
-		pools[pool.Name] = newDesiredPool(pool)
+	for i, pool := range inv.Pools {
+		pools[pool.Name] = newDesiredPoolEncoded(pool, encoded[i])
 	}
 	p.mu.Lock()
 	old := p.inventory
@@ -164,10 +202,7 @@ func (p *Publisher) Update(inv Inventory) error {
 		}
 	}
 	p.mu.Unlock()
-	for _, name := range touched {
-		p.enqueue(name)
-	}
-	return nil
+	return touched, nil
 }
 
 func (p *Publisher) enqueue(pool string) {

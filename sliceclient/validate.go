@@ -110,6 +110,12 @@ func validateDriverName(ps *problems, field, name string) {
 // and counter set names per pool, counters consumed from existing sets). The
 // error is a *ValidationError.
 func ValidateInventory(inv Inventory) error {
+	return validateInventory(inv, nil)
+}
+
+// validateInventory is ValidateInventory where skip(pool, device) marks
+// devices already validated on their own.
+func validateInventory(inv Inventory, skip func(pool, device int) bool) error {
 	var ps problems
 	pools := make(map[string]int, len(inv.Pools))
 	for i, pool := range inv.Pools {
@@ -119,7 +125,11 @@ func ValidateInventory(inv Inventory) error {
 			ps.add(f+".name", "duplicate pool name %q (also pools[%d])", pool.Name, j)
 		}
 		pools[pool.Name] = i
-		validatePool(&ps, f, pool)
+		var skipDevice func(int) bool
+		if skip != nil {
+			skipDevice = func(j int) bool { return skip(i, j) }
+		}
+		validatePool(&ps, f, pool, skipDevice)
 	}
 	return ps.err(ErrInvalidInventory)
 }
@@ -137,7 +147,10 @@ func validatePoolName(ps *problems, field, name string) {
 	}
 }
 
-func validatePool(ps *problems, f string, pool Pool) {
+// validatePool checks a pool; devices for which skip returns true are
+// known to be valid on their own (unchanged since they were validated) and
+// only get the checks that involve other parts of the pool.
+func validatePool(ps *problems, f string, pool Pool, skip func(int) bool) {
 	counterSets := make(map[string]map[string]bool, len(pool.SharedCounters))
 	for i, cs := range pool.SharedCounters {
 		cf := fmt.Sprintf("%s.sharedCounters[%d]", f, i)
@@ -165,16 +178,21 @@ func validatePool(ps *problems, f string, pool Pool) {
 	devices := make(map[string]int, len(pool.Devices))
 	for i := range pool.Devices {
 		d := &pool.Devices[i]
-		df := fmt.Sprintf("%s.devices[%d]", f, i)
+		df := func() string { return fmt.Sprintf("%s.devices[%d]", f, i) }
 		if j, dup := devices[d.Name]; dup {
-			ps.add(df+".name", "duplicate device name %q (also devices[%d])", d.Name, j)
+			ps.add(df()+".name", "duplicate device name %q (also devices[%d])", d.Name, j)
 		}
 		devices[d.Name] = i
-		validateDevice(ps, df, d, counterSets)
+		if skip == nil || !skip(i) {
+			validateDevice(ps, df(), d)
+		}
+		if len(d.ConsumesCounters) > 0 {
+			validateCounterRefs(ps, df(), d, counterSets)
+		}
 	}
 }
 
-func validateDevice(ps *problems, f string, d *resourceapi.Device, counterSets map[string]map[string]bool) {
+func validateDevice(ps *problems, f string, d *resourceapi.Device) {
 	if d.Name == "" {
 		ps.add(f+".name", "must not be empty")
 	} else {
@@ -218,28 +236,6 @@ func validateDevice(ps *problems, f string, d *resourceapi.Device, counterSets m
 	}
 	if len(d.ConsumesCounters) > resourceapi.ResourceSliceMaxDeviceCounterConsumptionsPerDevice {
 		ps.add(f+".consumesCounters", "%d entries, at most %d allowed", len(d.ConsumesCounters), resourceapi.ResourceSliceMaxDeviceCounterConsumptionsPerDevice)
-	}
-	seen := map[string]bool{}
-	for i, cc := range d.ConsumesCounters {
-		cf := fmt.Sprintf("%s.consumesCounters[%d]", f, i)
-		set, ok := counterSets[cc.CounterSet]
-		switch {
-		case cc.CounterSet == "":
-			ps.add(cf+".counterSet", "must not be empty")
-		case !ok:
-			ps.add(cf+".counterSet", "no counter set %q in the pool's SharedCounters", cc.CounterSet)
-		case seen[cc.CounterSet]:
-			ps.add(cf+".counterSet", "counter set %q consumed twice", cc.CounterSet)
-		}
-		seen[cc.CounterSet] = true
-		if len(cc.Counters) == 0 {
-			ps.add(cf+".counters", "must not be empty")
-		}
-		for name := range cc.Counters {
-			if ok && !set[name] {
-				ps.add(fmt.Sprintf("%s.counters[%q]", cf, name), "counter set %q has no counter %q", cc.CounterSet, name)
-			}
-		}
 	}
 	if d.NodeName != nil || d.NodeSelector != nil || d.AllNodes != nil {
 		ps.add(f, "per-device node selection (nodeName, nodeSelector, allNodes) is not supported for node-local slices")
@@ -359,3 +355,30 @@ func isAdvanced(d *resourceapi.Device) bool {
 }
 
 func validateNodeName(name string) []string { return validation.IsDNS1123Subdomain(name) }
+
+// validateCounterRefs checks what a device consumes against the pool's
+// counter sets.
+func validateCounterRefs(ps *problems, f string, d *resourceapi.Device, counterSets map[string]map[string]bool) {
+	seen := map[string]bool{}
+	for i, cc := range d.ConsumesCounters {
+		cf := fmt.Sprintf("%s.consumesCounters[%d]", f, i)
+		set, ok := counterSets[cc.CounterSet]
+		switch {
+		case cc.CounterSet == "":
+			ps.add(cf+".counterSet", "must not be empty")
+		case !ok:
+			ps.add(cf+".counterSet", "no counter set %q in the pool's SharedCounters", cc.CounterSet)
+		case seen[cc.CounterSet]:
+			ps.add(cf+".counterSet", "counter set %q consumed twice", cc.CounterSet)
+		}
+		seen[cc.CounterSet] = true
+		if len(cc.Counters) == 0 {
+			ps.add(cf+".counters", "must not be empty")
+		}
+		for name := range cc.Counters {
+			if ok && !set[name] {
+				ps.add(fmt.Sprintf("%s.counters[%q]", cf, name), "counter set %q has no counter %q", cc.CounterSet, name)
+			}
+		}
+	}
+}

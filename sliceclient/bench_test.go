@@ -1,0 +1,53 @@
+package sliceclient
+
+import "testing"
+
+// BenchmarkNoopSync is the CPU of a sync with nothing to write for a
+// 1000-device pool: a new copy of the same inventory is prepared (as Update
+// does) and planned against the stored slices.
+func BenchmarkNoopSync(b *testing.B) {
+	pool := Pool{Name: "pool", Devices: testDevices("dev-", 1000)}
+	pl := &planner{driver: testDriver, node: testNode, owner: testOwner}
+	srv := newMemServer()
+	if err := srv.apply(pl.plan(pool.Name, newDesiredPool(pool), nil, nil)); err != nil {
+		b.Fatal(err)
+	}
+	stored := srv.stored(pool.Name)
+	inv := Inventory{Pools: []Pool{pool}}
+	prev := &Publisher{inventory: map[string]*desiredPool{}}
+	prepare(b, prev, inv)
+	b.ReportAllocs()
+	for b.Loop() {
+		p := pl.plan(pool.Name, prepare(b, prev, inv)[pool.Name], stored, nil)
+		if !p.empty() {
+			b.Fatal("writes planned")
+		}
+	}
+}
+
+// BenchmarkNoopSyncEvent is a sync triggered by a watch event with the
+// inventory unchanged: the planning step alone.
+func BenchmarkNoopSyncEvent(b *testing.B) {
+	pool := Pool{Name: "pool", Devices: testDevices("dev-", 1000)}
+	pl := &planner{driver: testDriver, node: testNode, owner: testOwner}
+	srv := newMemServer()
+	dp := newDesiredPool(pool)
+	if err := srv.apply(pl.plan(pool.Name, dp, nil, nil)); err != nil {
+		b.Fatal(err)
+	}
+	stored := srv.stored(pool.Name)
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := pl.plan(pool.Name, dp, stored, nil); !p.empty() {
+			b.Fatal("writes planned")
+		}
+	}
+}
+
+// prepare runs Update's validation and encoding, without a queue.
+func prepare(b *testing.B, p *Publisher, inv Inventory) map[string]*desiredPool {
+	if _, err := p.prepare(inv); err != nil {
+		b.Fatal(err)
+	}
+	return p.inventory
+}

@@ -1,0 +1,51 @@
+package sliceclient_test
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/dranode/dranode/sliceclient"
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+func gpus(n int) []resourceapi.Device {
+	devs := make([]resourceapi.Device, n)
+	for i := range devs {
+		model := "a100"
+		devs[i] = resourceapi.Device{
+			Name:       "gpu-" + strconv.Itoa(i),
+			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"model": {StringValue: &model}},
+		}
+	}
+	return devs
+}
+
+// A dry run shows how an inventory is split: 300 devices need three slices
+// of at most 128, spread evenly so that each has room to grow.
+func ExampleDryRun_Slices() {
+	dry := sliceclient.DryRun{DriverName: "gpu.example.com", NodeName: "node-1"}
+	slices, err := dry.Slices(sliceclient.Inventory{Pools: []sliceclient.Pool{
+		{Name: "node-1", Devices: gpus(300)},
+	}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, s := range slices {
+		fmt.Println(s.Name, len(s.Spec.Devices), s.Spec.Pool.Generation, s.Spec.Pool.ResourceSliceCount)
+	}
+	// Output:
+	// node-1-gpu.example.com-node-1-233ee2c2-0 100 1 3
+	// node-1-gpu.example.com-node-1-233ee2c2-1 100 1 3
+	// node-1-gpu.example.com-node-1-233ee2c2-2 100 1 3
+}
+
+// Invalid input is rejected as a whole, with every problem named.
+func ExampleValidateInventory() {
+	devs := gpus(2)
+	devs[1].Name = "GPU_1"
+	err := sliceclient.ValidateInventory(sliceclient.Inventory{Pools: []sliceclient.Pool{{Name: "p", Devices: devs}}})
+	fmt.Println(err)
+	// Output:
+	// invalid inventory: 1 problem(s): pools[0].devices[1].name: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')
+}
