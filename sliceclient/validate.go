@@ -307,6 +307,10 @@ func validateAttribute(ps *problems, f string, a resourceapi.DeviceAttribute) in
 			return
 		}
 		set++
+		// The API server of this release rejects list values unless the
+		// alpha feature gate is on; refusing them here keeps the promise
+		// that what passes validation is accepted.
+		ps.add(f+"."+name, "list-valued attributes need the alpha DRAListTypeAttributes feature gate and are not supported")
 		if n == 0 {
 			ps.add(f+"."+name, "must not be empty if set")
 		} else {

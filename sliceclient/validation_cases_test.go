@@ -37,7 +37,7 @@ func validationCases() []validationCase {
 			delete(d.Attributes, resourceapi.QualifiedName("a"+strings.Repeat("b", 30)))
 			delete(d.Attributes, resourceapi.QualifiedName("a"+strings.Repeat("b", 29)))
 		}), true, false},
-		{"list attribute", withDevice(attr(resourceapi.DeviceAttribute{IntValues: []int64{1, 2}})), true, false},
+		{"list attribute (alpha gate off)", withDevice(attr(resourceapi.DeviceAttribute{IntValues: []int64{1, 2}})), false, true},
 		{"version attribute", withDevice(attr(resourceapi.DeviceAttribute{VersionValue: ptrTo("1.2.3-rc.1+b5")})), true, false},
 		{"taint", withDevice(func(d *resourceapi.Device) {
 			d.Taints = []resourceapi.DeviceTaint{{Key: "example.com/unhealthy", Value: "yes", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
