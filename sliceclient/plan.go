@@ -101,6 +101,34 @@ type desiredDevice struct {
 	explicitTime bool // a taint has TimeAdded set
 }
 
+// encodeDeviceAgain is encodeDevice for a device that may be unchanged
+// since prev was encoded: then prev is returned and nothing is allocated.
+// scratch is reused between calls.
+func encodeDeviceAgain(d *resourceapi.Device, prev *desiredDevice, scratch *[]byte) desiredDevice {
+	if prev == nil || prev.explicitTime || hasTaintTimes(d) {
+		return encodeDevice(d)
+	}
+	size := d.Size()
+	if cap(*scratch) < size {
+		*scratch = make([]byte, size)
+	}
+	buf := (*scratch)[:size]
+	n, err := d.MarshalToSizedBuffer(buf)
+	if err != nil || !bytes.Equal(buf[size-n:], prev.full) {
+		return encodeDevice(d)
+	}
+	return *prev
+}
+
+func hasTaintTimes(d *resourceapi.Device) bool {
+	for t := range d.Taints {
+		if d.Taints[t].TimeAdded != nil {
+			return true
+		}
+	}
+	return false
+}
+
 func encodeDevice(d *resourceapi.Device) desiredDevice {
 	dd := desiredDevice{name: d.Name, advanced: isAdvanced(d)}
 	c := *d

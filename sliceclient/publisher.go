@@ -167,11 +167,19 @@ func (p *Publisher) prepare(inv Inventory) ([]string, error) {
 	// Encoding is the copy the publisher keeps; a device whose encoding is
 	// the same as in the previous inventory was validated then.
 	encoded := make([][]desiredDevice, len(inv.Pools))
+	var scratch []byte
 	for i := range inv.Pools {
 		devices := inv.Pools[i].Devices
+		old := prev[inv.Pools[i].Name]
 		encoded[i] = make([]desiredDevice, len(devices))
 		for j := range devices {
-			encoded[i][j] = encodeDevice(&devices[j])
+			var before *desiredDevice
+			if old != nil {
+				if k, ok := old.byName[devices[j].Name]; ok {
+					before = &old.devices[k]
+				}
+			}
+			encoded[i][j] = encodeDeviceAgain(&devices[j], before, &scratch)
 		}
 	}
 	unchanged := func(pool, device int) bool {
