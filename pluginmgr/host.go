@@ -110,8 +110,9 @@ type Options struct {
 	// OnHealth is called with every health snapshot of plugins that report
 	// health.
 	OnHealth func(plugin string, health []DeviceHealth)
-	// OnStatus is called on every state change of a plugin (started,
-	// failed, restarting, crash looping, stopped).
+	// OnStatus is called on every state change of a plugin (running,
+	// restarting, crash looping, stopped), from the plugin's supervising
+	// goroutine (and from Close); it must not call Close.
 	OnStatus func(Status)
 }
 
@@ -258,17 +259,21 @@ func (p *Plugin) Inventory() (Inventory, uint64) {
 }
 
 // WaitInventory waits for an inventory with a sequence number above after
-// and returns it with its sequence number.
+// and returns it with its sequence number. It fails when ctx ends, the
+// plugin is closed, or it is crash looping (ErrCrashLoop).
 func (p *Plugin) WaitInventory(ctx context.Context, after uint64) (Inventory, uint64, error) {
 	for {
 		p.mu.Lock()
-		inv, seq, wait, closed := p.inv, p.invSeq, p.invWait, p.closed
+		inv, seq, wait, closed, st := p.inv, p.invSeq, p.invWait, p.closed, p.status
 		p.mu.Unlock()
 		if seq > after {
 			return inv, seq, nil
 		}
 		if closed {
 			return Inventory{}, 0, fmt.Errorf("plugin %q: %w", p.cfg.Name, ErrClosed)
+		}
+		if st.State == StateCrashLoop {
+			return Inventory{}, 0, fmt.Errorf("plugin %q: %w", p.cfg.Name, st.Err)
 		}
 		select {
 		case <-wait:
@@ -458,6 +463,11 @@ func (p *Plugin) report(st Status) {
 	st.Plugin = p.cfg.Name
 	p.mu.Lock()
 	p.status = st
+	if st.State == StateCrashLoop {
+		// Wake WaitInventory: no inventory is coming any more.
+		close(p.invWait)
+		p.invWait = make(chan struct{})
+	}
 	p.mu.Unlock()
 	if p.opts.OnStatus != nil {
 		p.opts.OnStatus(st)

@@ -304,6 +304,10 @@ func TestBackoffAndCrashLoop(t *testing.T) {
 	if !errors.Is(last.Err, pluginmgr.ErrCrashLoop) || last.Restarts != 5 {
 		t.Errorf("crash loop status = %+v", last)
 	}
+	_, seq := p.Inventory()
+	if _, _, err := p.WaitInventory(context.Background(), seq); !errors.Is(err, pluginmgr.ErrCrashLoop) {
+		t.Errorf("WaitInventory on a crash-looping plugin = %v, want ErrCrashLoop", err)
+	}
 	_, err := p.Prepare(context.Background(), []pluginmgr.Claim{claimFor("a", "dev0")})
 	if !errors.Is(err, pluginmgr.ErrCrashLoop) || errors.Is(err, pluginmgr.ErrPluginUnavailable) {
 		t.Errorf("Prepare on a crash-looping plugin = %v, want ErrCrashLoop (not retryable)", err)

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testDriverPath = filepath.Join(dir, "testdriver")
-	build := exec.Command("go", "build", "-o", testDriverPath, "./internal/testdriver")
+	build := exec.Command("go", "build", "-o", testDriverPath, "./internal/testdriver/cmd/testdriver")
 	build.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the test plugin: %v\n%s", err, out)
@@ -37,6 +37,15 @@ func sha256File(t testing.TB, path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func sha256Hex(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

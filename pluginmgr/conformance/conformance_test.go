@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for name, pkg := range map[string]string{"good": "../internal/testdriver", "broken": "./testdata/brokenplugin"} {
+	for name, pkg := range map[string]string{"good": "../internal/testdriver/cmd/testdriver", "broken": "./testdata/brokenplugin"} {
 		out := filepath.Join(dir, name)
 		build := exec.Command("go", "build", "-o", out, pkg)
 		build.Env = append(os.Environ(), "GOWORK=off")

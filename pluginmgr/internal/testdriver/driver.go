@@ -1,7 +1,4 @@
-// Command testdriver is a small driver plugin whose misbehaviour the tests
-// choose: by flag for handshake failures, by its config section for runtime
-// faults.
-package main
+package testdriver
 
 import (
 	"context"
@@ -21,7 +18,8 @@ import (
 	"github.com/dranode/dranode/pluginmgr"
 )
 
-type config struct {
+// Config is the test driver's config section.
+type Config struct {
 	Devices int `json:"devices"`
 	// BlockDir: while <BlockDir>/block exists, Prepare writes
 	// <BlockDir>/prepare-started and waits for the file to go away.
@@ -31,16 +29,17 @@ type config struct {
 	ExitAfterInventory bool `json:"exitAfterInventory"`
 }
 
-type driver struct {
-	cfg config
+// Driver is the test driver; the zero value is ready for Configure.
+type Driver struct {
+	cfg Config
 }
 
-func (d *driver) Info(context.Context) (pluginmgr.Info, error) {
+func (d *Driver) Info(context.Context) (pluginmgr.Info, error) {
 	return pluginmgr.Info{DriverName: "test.dranode.dev", DriverVersion: "v0.0.1", Health: true}, nil
 }
 
-func (d *driver) Configure(_ context.Context, _ string, raw []byte) error {
-	d.cfg = config{Devices: 2}
+func (d *Driver) Configure(_ context.Context, _ string, raw []byte) error {
+	d.cfg = Config{Devices: 2}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &d.cfg); err != nil {
 			return fmt.Errorf("config: %w", err)
@@ -49,7 +48,7 @@ func (d *driver) Configure(_ context.Context, _ string, raw []byte) error {
 	return nil
 }
 
-func (d *driver) WatchDevices(ctx context.Context, send func(pluginmgr.Inventory) error) error {
+func (d *Driver) WatchDevices(ctx context.Context, send func(pluginmgr.Inventory) error) error {
 	pool := pluginmgr.Pool{Name: "node"}
 	for i := range d.cfg.Devices {
 		pool.Devices = append(pool.Devices, resourcev1.Device{
@@ -72,7 +71,7 @@ func (d *driver) WatchDevices(ctx context.Context, send func(pluginmgr.Inventory
 	return nil
 }
 
-func (d *driver) WatchHealth(ctx context.Context, send func([]pluginmgr.DeviceHealth) error) error {
+func (d *Driver) WatchHealth(ctx context.Context, send func([]pluginmgr.DeviceHealth) error) error {
 	if err := send([]pluginmgr.DeviceHealth{{Pool: "node", Device: "dev0", Status: pluginmgr.Healthy}}); err != nil {
 		return err
 	}
@@ -80,7 +79,7 @@ func (d *driver) WatchHealth(ctx context.Context, send func([]pluginmgr.DeviceHe
 	return nil
 }
 
-func (d *driver) Prepare(ctx context.Context, claims []pluginmgr.Claim) ([]pluginmgr.PrepareResult, error) {
+func (d *Driver) Prepare(ctx context.Context, claims []pluginmgr.Claim) ([]pluginmgr.PrepareResult, error) {
 	if d.cfg.BlockDir != "" {
 		block := filepath.Join(d.cfg.BlockDir, "block")
 		if _, err := os.Stat(block); err == nil {
@@ -119,7 +118,7 @@ func (d *driver) Prepare(ctx context.Context, claims []pluginmgr.Claim) ([]plugi
 	return out, nil
 }
 
-func (d *driver) Unprepare(_ context.Context, claims []pluginmgr.PreparedClaim) ([]pluginmgr.UnprepareResult, error) {
+func (d *Driver) Unprepare(_ context.Context, claims []pluginmgr.PreparedClaim) ([]pluginmgr.UnprepareResult, error) {
 	out := make([]pluginmgr.UnprepareResult, len(claims))
 	for i, c := range claims {
 		out[i].ClaimUID = c.UID
@@ -127,10 +126,11 @@ func (d *driver) Unprepare(_ context.Context, claims []pluginmgr.PreparedClaim) 
 	return out, nil
 }
 
-func main() {
+// Main serves the driver, with the handshake fault -mode names.
+func Main() {
 	mode := flag.String("mode", "", "handshake fault: stdout, hang, wrong-cookie, v2-only")
 	flag.Parse()
-	d := &driver{}
+	d := &Driver{}
 	switch *mode {
 	case "":
 		pluginmgr.Serve(d)

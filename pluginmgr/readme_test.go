@@ -1,0 +1,55 @@
+package pluginmgr_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dranode/dranode/pluginmgr"
+	"github.com/dranode/dranode/pluginmgr/conformance"
+)
+
+// TestReadmeWalkthrough keeps the README's first driver honest: the README
+// shows internal/hellodriver/main.go exactly, and that driver builds, runs
+// and passes the conformance kit.
+func TestReadmeWalkthrough(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	source, err := os.ReadFile("internal/hellodriver/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "<!-- hellodriver begin -->\n```go\n")
+	block, _, ok2 := strings.Cut(rest, "```\n<!-- hellodriver end -->")
+	if !ok || !ok2 {
+		t.Fatal("README has no hellodriver code block")
+	}
+	if block != string(source) {
+		t.Fatal("README's walkthrough differs from internal/hellodriver/main.go; copy the file into the README")
+	}
+
+	bin := filepath.Join(t.TempDir(), "hello-plugin")
+	build := exec.Command("go", "build", "-o", bin, "./internal/hellodriver")
+	build.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the walkthrough driver: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	opts := quietOptions()
+	p, err := pluginmgr.Launch(pluginmgr.PluginConfig{Path: bin, SHA256: hex.EncodeToString(sum[:]), Config: []byte(`{}`)}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	conformance.Run(t, p, conformance.Options{})
+}
