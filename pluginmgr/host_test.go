@@ -268,6 +268,22 @@ func TestInvalidConfig(t *testing.T) {
 	}
 }
 
+func TestManagerRefusesDuplicateNames(t *testing.T) {
+	m := pluginmgr.NewManager(quietOptions())
+	defer m.Close()
+	cfg := testConfig(t, nil)
+	err := m.Start([]pluginmgr.PluginConfig{cfg, cfg})
+	if !errors.Is(err, pluginmgr.ErrInvalidConfig) || !strings.Contains(err.Error(), `"test" used twice`) {
+		t.Fatalf("Start with a duplicate name = %v", err)
+	}
+	if _, ok := m.Plugin("test"); !ok {
+		t.Error("the first plugin of that name should run")
+	}
+	if st := m.Statuses(); len(st) != 1 || st[0].State != pluginmgr.StateRunning {
+		t.Errorf("statuses = %+v", st)
+	}
+}
+
 func TestBackoffAndCrashLoop(t *testing.T) {
 	var mu sync.Mutex
 	var statuses []pluginmgr.Status

@@ -19,7 +19,8 @@ func NewManager(opts Options) *Manager {
 	return &Manager{opts: opts, plugins: map[string]*Plugin{}}
 }
 
-// Start launches every configured plugin. Names must be unique. Plugins that
+// Start launches every configured plugin. Names must be unique. Start is
+// meant to be called once, from one goroutine. Plugins that
 // fail to start are reported together in the returned error; the others keep
 // running.
 func (m *Manager) Start(configs []PluginConfig) error {
