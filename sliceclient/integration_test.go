@@ -391,3 +391,36 @@ func TestIntegrationDroppedFieldsReportedOnce(t *testing.T) {
 		t.Fatalf("stats %+v: the dropped field caused rewrites", st)
 	}
 }
+
+// A publisher started before its driver reports devices must not delete the
+// slices published by its previous run; once the (same) inventory arrives it
+// writes nothing.
+func TestIntegrationStartBeforeInventoryKeepsSlices(t *testing.T) {
+	c := controlPlane(t)
+	node := createNode(t, c, "start-before-inventory")
+	pool := Pool{Name: "pool-a", Devices: testDevices("dev-", 200)}
+	inv := Inventory{Pools: []Pool{pool}}
+	first := startPublisher(t, c, node.Name, inv, nil)
+	waitPool(t, c, node.Name, pool)
+	first.Stop()
+
+	p, err := New(Options{Client: c, DriverName: testDriver, NodeName: node.Name, NodeUID: node.UID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	waitSynced(t, p)
+	if why := poolMatches(listSlices(t, c, node.Name), pool); why != "" {
+		t.Fatalf("slices changed before the inventory arrived: %s", why)
+	}
+	if err := p.Update(inv); err != nil {
+		t.Fatal(err)
+	}
+	waitSynced(t, p)
+	if st := p.Stats(); st.Creates+st.Updates+st.Deletes != 0 {
+		t.Fatalf("writes after the same inventory arrived: %+v", st)
+	}
+}

@@ -76,7 +76,9 @@ func (e *DroppedFieldsError) Error() string {
 
 // Publisher keeps one node's ResourceSlices of one driver equal to the
 // driver's inventory. Create it with New, give it the inventory with
-// Update (before or after Start), and Stop it when done.
+// Update (before or after Start), and Stop it when done. Until the first
+// successful Update it writes nothing, so a publisher that starts before
+// its driver knows the devices does not delete the slices published before.
 type Publisher struct {
 	opts     Options
 	debounce time.Duration
@@ -86,6 +88,7 @@ type Publisher struct {
 	updateMu  sync.Mutex // serializes Update
 	mu        sync.Mutex
 	inventory map[string]*desiredPool // by pool name
+	haveInv   bool                    // Update succeeded at least once
 	stored    map[string]*storedSlice // by slice name
 	accepted  map[string]acceptance   // by slice name
 	want      map[string]uint64       // per pool: bumped on every enqueue
@@ -201,6 +204,18 @@ func (p *Publisher) prepare(inv Inventory) ([]string, error) {
 	old := p.inventory
 	p.inventory = pools
 	var touched []string
+	if !p.haveInv {
+		// Until now nothing was synced; pools only the server has are
+		// removed now that the inventory is known.
+		p.haveInv = true
+		seen := map[string]bool{}
+		for _, s := range p.stored {
+			if name := s.obj.Spec.Pool.Name; !seen[name] && pools[name] == nil {
+				seen[name] = true
+				touched = append(touched, name)
+			}
+		}
+	}
 	for name := range old {
 		touched = append(touched, name)
 	}
@@ -427,6 +442,12 @@ func (p *Publisher) processNext(ctx context.Context) bool {
 
 func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 	p.mu.Lock()
+	if !p.haveInv {
+		// Without an inventory every slice would look unwanted: never
+		// delete a node's slices just because Update was not called yet.
+		p.mu.Unlock()
+		return nil
+	}
 	dp := p.inventory[pool]
 	var stored []*storedSlice
 	for _, s := range p.stored {
