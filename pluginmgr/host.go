@@ -305,6 +305,8 @@ func (p *Plugin) start() (*instance, error) {
 		StartTimeout:     p.opts.StartTimeout,
 		Logger:           p.log,
 		Stderr:           stderr,
+		SyncStdout:       &lineLogger{log: p.log, stream: "stdout"},
+		SyncStderr:       &lineLogger{log: p.log, stream: "stderr"},
 	})
 	rpcClient, err := client.Client()
 	if err != nil {
@@ -434,6 +436,34 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// lineLogger logs what a plugin writes to its own stdout and stderr after
+// the handshake (go-plugin forwards both), one log entry per line.
+type lineLogger struct {
+	log     hclog.Logger
+	stream  string
+	mu      sync.Mutex
+	pending []byte
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending = append(l.pending, p...)
+	for {
+		i := bytes.IndexByte(l.pending, '\n')
+		if i < 0 {
+			break
+		}
+		l.log.Info("plugin output", "stream", l.stream, "line", string(l.pending[:i]))
+		l.pending = l.pending[i+1:]
+	}
+	if len(l.pending) > 4096 { // a very long line without newline
+		l.log.Info("plugin output", "stream", l.stream, "line", string(l.pending))
+		l.pending = nil
+	}
+	return len(p), nil
 }
 
 // tailBuffer keeps the last limit bytes written to it.
@@ -710,15 +740,13 @@ func (p *Plugin) Close() error {
 		return p.closeErr
 	}
 	p.closed = true
-	inst := p.inst
 	wait := p.invWait
 	p.invWait = make(chan struct{})
 	p.mu.Unlock()
 	close(wait)
+	// The supervisor stops the process when its stream ends; killing it here
+	// as well would race two shutdowns and turn a graceful exit into a kill.
 	p.cancel()
-	if inst != nil {
-		inst.client.Kill()
-	}
 	<-p.done
 	st := p.Status()
 	p.report(Status{State: StateStopped, Restarts: st.Restarts})

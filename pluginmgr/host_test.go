@@ -268,6 +268,81 @@ func TestInvalidConfig(t *testing.T) {
 	}
 }
 
+func TestInvalidInfoRefusesStart(t *testing.T) {
+	_, err := pluginmgr.Launch(testConfig(t, map[string]any{"driverName": "Not A DNS Name"}), quietOptions())
+	if !errors.Is(err, pluginmgr.ErrInvalidInfo) || !strings.Contains(err.Error(), `"Not A DNS Name"`) {
+		t.Fatalf("Launch = %v, want ErrInvalidInfo naming the driver name", err)
+	}
+}
+
+func TestCallsWhileRestartingAreRetryable(t *testing.T) {
+	restarting := make(chan struct{})
+	var once sync.Once
+	opts := quietOptions()
+	// A long first delay keeps the plugin down while the test calls it.
+	opts.Backoff = pluginmgr.Backoff{Initial: time.Hour, Max: time.Hour}
+	opts.OnStatus = func(s pluginmgr.Status) {
+		if s.State == pluginmgr.StateRestarting {
+			once.Do(func() { close(restarting) })
+		}
+	}
+	p := launch(t, testConfig(t, nil), opts)
+	if err := syscall.Kill(p.Status().PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-restarting
+	_, err := p.Prepare(context.Background(), []pluginmgr.Claim{claimFor("a", "dev0")})
+	var ue *pluginmgr.UnavailableError
+	if !errors.As(err, &ue) || ue.Plugin != "test" || status.Code(err) != codes.Unavailable {
+		t.Fatalf("Prepare while restarting = %v, want *UnavailableError", err)
+	}
+	if st := p.Status(); st.State != pluginmgr.StateRestarting || st.PID != 0 || st.Failures != 1 || st.Delay != time.Hour {
+		t.Errorf("status while restarting = %+v", st)
+	}
+	// Close does not wait for the backoff.
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Status(); st.State != pluginmgr.StateStopped {
+		t.Errorf("status after Close = %+v", st)
+	}
+	if _, err := p.Prepare(context.Background(), nil); !errors.Is(err, pluginmgr.ErrClosed) {
+		t.Errorf("Prepare after Close = %v, want ErrClosed", err)
+	}
+}
+
+// syncBuffer is an io.Writer the host logger and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestPluginLogsReachHost(t *testing.T) {
+	var buf syncBuffer
+	opts := quietOptions()
+	opts.Logger = hclog.New(&hclog.LoggerOptions{Name: "host", Output: &buf, Level: hclog.Info})
+	p := launch(t, testConfig(t, map[string]any{"devices": 5}), opts)
+	if err := p.Close(); err != nil { // flushes the plugin's stderr
+		t.Fatal(err)
+	}
+	log := buf.String()
+	if !strings.Contains(log, "configured") || !strings.Contains(log, "devices=5") || !strings.Contains(log, "host.test") {
+		t.Errorf("the plugin's log line did not reach the host logger with its fields:\n%s", log)
+	}
+}
+
 func TestManagerRefusesDuplicateNames(t *testing.T) {
 	m := pluginmgr.NewManager(quietOptions())
 	defer m.Close()

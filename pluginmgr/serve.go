@@ -36,13 +36,19 @@ func PluginSet(driver Driver) plugin.PluginSet {
 	return plugin.PluginSet{pluginKey: &grpcPlugin{driver: driver}}
 }
 
-// Logger returns the logger a plugin should use: JSON lines on stderr, which
-// go-plugin forwards into the host's log with their level and fields.
+// processStderr is the plugin process's real stderr, which the host reads
+// as the log stream. go-plugin's Serve replaces os.Stderr with a pipe of its
+// own (forwarded as raw output), so the logger must hold on to the original.
+var processStderr = os.Stderr
+
+// Logger returns the logger a plugin should use: JSON lines on the process's
+// stderr, which go-plugin forwards into the host's log with their level and
+// fields. It works before and after Serve starts.
 func Logger(name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:       name,
 		Level:      hclog.Trace,
-		Output:     os.Stderr,
+		Output:     processStderr,
 		JSONFormat: true,
 	})
 }

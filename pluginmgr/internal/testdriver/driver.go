@@ -27,6 +27,8 @@ type Config struct {
 	// ExitAfterInventory makes the process exit right after its first
 	// inventory, every time it starts.
 	ExitAfterInventory bool `json:"exitAfterInventory"`
+	// DriverName overrides the reported driver name (to test Info checks).
+	DriverName string `json:"driverName"`
 }
 
 // Driver is the test driver; the zero value is ready for Configure.
@@ -35,7 +37,11 @@ type Driver struct {
 }
 
 func (d *Driver) Info(context.Context) (pluginmgr.Info, error) {
-	return pluginmgr.Info{DriverName: "test.dranode.dev", DriverVersion: "v0.0.1", Health: true}, nil
+	name := "test.dranode.dev"
+	if d.cfg.DriverName != "" {
+		name = d.cfg.DriverName
+	}
+	return pluginmgr.Info{DriverName: name, DriverVersion: "v0.0.1", Health: true}, nil
 }
 
 func (d *Driver) Configure(_ context.Context, _ string, raw []byte) error {
@@ -45,6 +51,7 @@ func (d *Driver) Configure(_ context.Context, _ string, raw []byte) error {
 			return fmt.Errorf("config: %w", err)
 		}
 	}
+	pluginmgr.Logger("testdriver").Info("configured", "devices", d.cfg.Devices)
 	return nil
 }
 
