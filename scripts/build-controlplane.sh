@@ -85,6 +85,9 @@ if cached; then # another run built it while we waited
 	exit 0
 fi
 
+# Holding the lock, any .build-* or .old-* directory is from a run that was
+# killed before its trap ran.
+rm -rf "$root"/.build-* "$root"/.old-*
 tmp="$(mktemp -d "$root/.build-$key.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 par="${DRANODE_BUILD_PARALLEL:-$(($(nproc) < 2 ? $(nproc) : 2))}"

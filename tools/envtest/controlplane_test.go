@@ -6,7 +6,9 @@ package envtest
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -246,3 +248,39 @@ func TestAuditLogCountsWrites(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A port picked as free but taken before the component binds it costs a
+// retry on new ports, not a failed start.
+func TestPortTakenIsRetried(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	calls := 0
+	pickPorts = func(n int) ([]int, error) {
+		calls++
+		ports, err := freePorts(n)
+		// Call 1 is etcd's first attempt, 3 the apiserver's first.
+		if err == nil && (calls == 1 || calls == 3) {
+			ports[0] = port
+		}
+		return ports, err
+	}
+	defer func() { pickPorts = freePorts }()
+
+	env := &Environment{}
+	cfg := StartT(t, env)
+	if _, err := kubernetes.NewForConfigOrDie(cfg).Discovery().ServerVersion(); err != nil {
+		t.Fatalf("apiserver after retries: %v", err)
+	}
+	if calls != 4 {
+		t.Errorf("%d port picks, want 4 (a retry each for etcd and the apiserver)", calls)
+	}
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(env.Dir(), name+".log.port-collision")); err != nil {
+			t.Errorf("no log of %s's failed attempt: %v", name, err)
+		}
+	}
+}

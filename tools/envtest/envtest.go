@@ -201,7 +201,7 @@ const addrInUse = "address already in use"
 func (e *Environment) startEtcd(bin string, timeout time.Duration) error {
 	var lastErr error
 	for attempt := 0; attempt < portAttempts; attempt++ {
-		ports, err := freePorts(2)
+		ports, err := pickPorts(2)
 		if err != nil {
 			return err
 		}
@@ -270,7 +270,7 @@ func (e *Environment) startAPIServer(bin string, creds *credentials, pool *x509.
 	}
 	var lastErr error
 	for attempt := 0; attempt < portAttempts; attempt++ {
-		ports, err := freePorts(1)
+		ports, err := pickPorts(1)
 		if err != nil {
 			return "", err
 		}
@@ -315,7 +315,7 @@ func (e *Environment) startAPIServer(bin string, creds *credentials, pool *x509.
 func (e *Environment) startScheduler(bin string, creds *credentials, pool *x509.CertPool, timeout time.Duration) error {
 	var lastErr error
 	for attempt := 0; attempt < portAttempts; attempt++ {
-		ports, err := freePorts(1)
+		ports, err := pickPorts(1)
 		if err != nil {
 			return err
 		}
@@ -435,6 +435,9 @@ func checkEtcdHealth(ctx context.Context, url string) error {
 	}
 	return nil
 }
+
+// pickPorts is freePorts; tests replace it to hand out a port that is taken.
+var pickPorts = freePorts
 
 // freePorts picks n distinct loopback ports that are free now. Another
 // process can take one before the component binds it; the start loops
