@@ -286,7 +286,7 @@ func (p *Plugin) WaitInventory(ctx context.Context, after uint64) (Inventory, ui
 // start verifies the binary and runs one plugin process up to a configured,
 // usable state.
 func (p *Plugin) start() (*instance, error) {
-	if err := verifyBinary(p.cfg.Path, p.cfg.SHA256); err != nil {
+	if err := verifyBinary(p.cfg.Path); err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", p.cfg.Name, err)
 	}
 	expected, _ := hex.DecodeString(p.cfg.SHA256)
@@ -311,6 +311,9 @@ func (p *Plugin) start() (*instance, error) {
 	rpcClient, err := client.Client()
 	if err != nil {
 		client.Kill()
+		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
+			return nil, fmt.Errorf("plugin %q: %w", p.cfg.Name, checksumError(p.cfg.Path, p.cfg.SHA256))
+		}
 		return nil, fmt.Errorf("plugin %q (%s): %w", p.cfg.Name, p.cfg.Path, classifyStartError(err, stderr.String()))
 	}
 	raw, err := rpcClient.Dispense(pluginKey)
@@ -357,10 +360,11 @@ func (p *Plugin) handshakeCalls(ctx context.Context, inst *instance) error {
 	return nil
 }
 
-// verifyBinary refuses a missing, non-executable or wrong binary before
-// go-plugin runs it; go-plugin checks the digest once more just before
-// starting it.
-func verifyBinary(path, wantHex string) error {
+// verifyBinary refuses a missing or non-executable binary before go-plugin
+// runs it. The digest is checked by go-plugin's SecureConfig right before
+// exec, so the binary is hashed once per start; only a mismatch hashes it
+// again, to name the actual digest.
+func verifyBinary(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNotExecutable, err)
@@ -371,19 +375,21 @@ func verifyBinary(path, wantHex string) error {
 	if fi.Mode().Perm()&0o111 == 0 {
 		return fmt.Errorf("%w: %s has mode %s", ErrNotExecutable, path, fi.Mode().Perm())
 	}
+	return nil
+}
+
+// checksumError reports a digest mismatch with both digests.
+func checksumError(path, wantHex string) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNotExecutable, err)
+		return fmt.Errorf("%w: %s: %v", ErrChecksumMismatch, path, err)
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return fmt.Errorf("reading %s for its checksum: %w", path, err)
+		return fmt.Errorf("%w: reading %s: %v", ErrChecksumMismatch, path, err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != wantHex {
-		return &ChecksumError{Path: path, Expected: wantHex, Actual: got}
-	}
-	return nil
+	return &ChecksumError{Path: path, Expected: wantHex, Actual: hex.EncodeToString(h.Sum(nil))}
 }
 
 // go-plugin reports handshake failures as plain strings; these are the ones
@@ -401,9 +407,6 @@ var startErrorPatterns = []struct {
 const cookieRefusal = "This binary is a plugin"
 
 func classifyStartError(err error, stderr string) error {
-	if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
-		return fmt.Errorf("%w: binary changed after verification: %v", ErrChecksumMismatch, err)
-	}
 	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w: %v", ErrNotExecutable, err)
 	}

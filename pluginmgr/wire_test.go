@@ -146,10 +146,10 @@ func TestChecksumErrorNamesBoth(t *testing.T) {
 	if err := os.WriteFile(path, []byte("x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	err := verifyBinary(path, "00")
+	err := checksumError(path, "00")
 	var ce *ChecksumError
 	if !errors.As(err, &ce) || !errors.Is(err, ErrChecksumMismatch) || ce.Expected != "00" ||
 		ce.Actual != "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881" {
-		t.Fatalf("verifyBinary = %#v", err)
+		t.Fatalf("checksumError = %#v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -33,6 +34,8 @@ type Config struct {
 
 // Driver is the test driver; the zero value is ready for Configure.
 type Driver struct {
+	// Log receives the driver's log; nil discards it.
+	Log hclog.Logger
 	cfg Config
 }
 
@@ -51,7 +54,9 @@ func (d *Driver) Configure(_ context.Context, _ string, raw []byte) error {
 			return fmt.Errorf("config: %w", err)
 		}
 	}
-	pluginmgr.Logger("testdriver").Info("configured", "devices", d.cfg.Devices)
+	if d.Log != nil {
+		d.Log.Info("configured", "devices", d.cfg.Devices)
+	}
 	return nil
 }
 
@@ -137,7 +142,7 @@ func (d *Driver) Unprepare(_ context.Context, claims []pluginmgr.PreparedClaim) 
 func Main() {
 	mode := flag.String("mode", "", "handshake fault: stdout, hang, wrong-cookie, v2-only")
 	flag.Parse()
-	d := &Driver{}
+	d := &Driver{Log: pluginmgr.Logger("testdriver")}
 	switch *mode {
 	case "":
 		pluginmgr.Serve(d)
