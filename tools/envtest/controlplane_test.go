@@ -4,6 +4,7 @@ package envtest
 // binaries are missing: "make test" builds them first.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -39,7 +40,8 @@ func checkGone(t *testing.T, env *Environment, pids map[string]int) {
 }
 
 func TestStartServesResourceAPIAndStops(t *testing.T) {
-	env := &Environment{}
+	var output bytes.Buffer // not safe for concurrent use: Environment serialises
+	env := &Environment{Stderr: &output}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +116,15 @@ func TestStartServesResourceAPIAndStops(t *testing.T) {
 	checkGone(t, env, pids)
 	if err := env.Stop(); err != nil {
 		t.Errorf("second Stop: %v", err)
+	}
+	if !strings.Contains(output.String(), "[kube-apiserver] ") {
+		t.Errorf("Stderr did not receive the apiserver's output:\n%.2000s", output.String())
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(output.String(), "\n"), "\n") {
+		if !strings.HasPrefix(line, "[etcd] ") && !strings.HasPrefix(line, "[kube-apiserver] ") {
+			t.Errorf("output line without a component prefix: %q", line)
+			break
+		}
 	}
 	if _, err := env.Start(); !errors.Is(err, ErrAlreadyStarted) {
 		t.Errorf("Start after Stop = %v, want ErrAlreadyStarted", err)

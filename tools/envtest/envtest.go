@@ -94,8 +94,9 @@ type Environment struct {
 	StopGrace time.Duration
 
 	// Stdout and Stderr, when set, also receive the processes' output, each
-	// line prefixed by the component name. The output always goes to a log
-	// file per component in Dir.
+	// line prefixed by the component name; writes to them are serialised,
+	// until Stop returns. The output always goes to a log file per
+	// component in Dir.
 	Stdout, Stderr io.Writer
 
 	// KeepDir leaves the temporary directory (logs, etcd data, keys) in
@@ -103,6 +104,7 @@ type Environment struct {
 	KeepDir bool
 
 	mu         sync.Mutex
+	outMu      sync.Mutex // serialises writes to Stdout and Stderr
 	started    bool
 	stopped    bool
 	dir        string
@@ -224,7 +226,7 @@ func (e *Environment) startEtcd(bin string, timeout time.Duration) error {
 			"--unsafe-no-fsync",
 			"--log-level=warn",
 		}, e.EtcdFlags...)
-		p, err := startProcess("etcd", bin, args, e.dir, e.Stdout, e.Stderr)
+		p, err := startProcess("etcd", bin, args, e.dir, e.Stdout, e.Stderr, &e.outMu)
 		if err != nil {
 			return err
 		}
@@ -291,7 +293,7 @@ func (e *Environment) startAPIServer(bin string, creds *credentials, pool *x509.
 			"--service-cluster-ip-range=10.0.0.0/24",
 		}
 		args = append(append(args, auditArgs...), e.APIServerFlags...)
-		p, err := startProcess("kube-apiserver", bin, args, e.dir, e.Stdout, e.Stderr)
+		p, err := startProcess("kube-apiserver", bin, args, e.dir, e.Stdout, e.Stderr, &e.outMu)
 		if err != nil {
 			return "", err
 		}
@@ -330,7 +332,7 @@ func (e *Environment) startScheduler(bin string, creds *credentials, pool *x509.
 			"--tls-cert-file=" + creds.certFile,
 			"--tls-private-key-file=" + creds.keyFile,
 		}, e.SchedulerFlags...)
-		p, err := startProcess("kube-scheduler", bin, args, e.dir, e.Stdout, e.Stderr)
+		p, err := startProcess("kube-scheduler", bin, args, e.dir, e.Stdout, e.Stderr, &e.outMu)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -25,7 +26,7 @@ type process struct {
 	waitErr error         // valid after done is closed
 }
 
-func startProcess(name, binary string, args []string, dir string, stdout, stderr io.Writer) (*process, error) {
+func startProcess(name, binary string, args []string, dir string, stdout, stderr io.Writer, outMu *sync.Mutex) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -35,10 +36,10 @@ func startProcess(name, binary string, args []string, dir string, stdout, stderr
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = f, f
 	if stdout != nil {
-		cmd.Stdout = io.MultiWriter(f, prefixWriter(stdout, name))
+		cmd.Stdout = io.MultiWriter(f, prefixWriter(stdout, name, outMu))
 	}
 	if stderr != nil {
-		cmd.Stderr = io.MultiWriter(f, prefixWriter(stderr, name))
+		cmd.Stderr = io.MultiWriter(f, prefixWriter(stderr, name, outMu))
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid: true,
@@ -119,19 +120,24 @@ func (p *process) logContains(s string) bool {
 
 // prefixWriter prefixes each write with the process name, so interleaved
 // output of three processes stays readable. Writes from exec's copying
-// goroutine arrive in chunks, not lines; the prefix marks chunks.
-func prefixWriter(w io.Writer, name string) io.Writer {
-	return &prefixed{w: w, prefix: "[" + name + "] "}
+// goroutines arrive in chunks, not lines; the prefix marks chunks. mu is
+// shared by every process of an environment: the caller's writer (a
+// bytes.Buffer, say) need not be safe for concurrent use.
+func prefixWriter(w io.Writer, name string, mu *sync.Mutex) io.Writer {
+	return &prefixed{w: w, prefix: "[" + name + "] ", mu: mu}
 }
 
 type prefixed struct {
 	w      io.Writer
 	prefix string
+	mu     *sync.Mutex
 }
 
 func (p *prefixed) Write(b []byte) (int, error) {
 	s := strings.TrimRight(string(b), "\n")
 	s = p.prefix + strings.ReplaceAll(s, "\n", "\n"+p.prefix) + "\n"
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if _, err := io.WriteString(p.w, s); err != nil {
 		return 0, err
 	}
