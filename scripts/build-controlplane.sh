@@ -51,7 +51,7 @@ ever="$(modversion "$emod/go.mod" go.etcd.io/etcd/server/v3)"
 [[ -n "$ever" ]] || die "no go.etcd.io/etcd/server/v3 requirement in $emod/go.mod"
 gover="$(GOWORK=off go -C "$kmod" env GOVERSION)" || die "go env GOVERSION failed"
 
-# Keep in sync with tools/envtest (cacheKey); a test there checks it.
+# Keep in sync with CacheKey in tools/envtest; a test there checks it.
 key="kubernetes-${kver}_etcd-${ever}_${gover}"
 root="${XDG_CACHE_HOME:-$HOME/.cache}/dranode/controlplane"
 out="$root/$key"
