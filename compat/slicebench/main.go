@@ -285,37 +285,61 @@ type observer struct {
 func newObserver(ctx context.Context, c kubernetes.Interface, driver string) (*observer, error) {
 	o := &observer{slices: map[string]*storedSlice{}, changed: make(chan struct{})}
 	sel := fields.Set{resourceapi.ResourceSliceSelectorDriver: driver}.String()
-	list, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: sel})
-	if err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		o.put(&list.Items[i])
-	}
-	w, err := c.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
+	w, err := o.relist(ctx, c, sel)
 	if err != nil {
 		return nil, err
 	}
 	go func() {
-		for ev := range w.ResultChan() {
-			now := time.Now()
-			s, ok := ev.Object.(*resourceapi.ResourceSlice)
-			if !ok {
-				continue
+		for {
+			o.consume(w)
+			// The server ends watches (a timeout, a slow watcher): list
+			// again and go on from there.
+			for {
+				if w, err = o.relist(ctx, c, sel); err == nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
-			o.mu.Lock()
-			if ev.Type == watch.Deleted {
-				delete(o.slices, s.Name)
-			} else {
-				o.putLocked(s)
-			}
-			o.last = now
-			close(o.changed)
-			o.changed = make(chan struct{})
-			o.mu.Unlock()
 		}
 	}()
 	return o, nil
+}
+
+func (o *observer) relist(ctx context.Context, c kubernetes.Interface, sel string) (watch.Interface, error) {
+	list, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	o.slices = map[string]*storedSlice{}
+	for i := range list.Items {
+		o.putLocked(&list.Items[i])
+	}
+	o.last = time.Now()
+	close(o.changed)
+	o.changed = make(chan struct{})
+	o.mu.Unlock()
+	return c.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
+}
+
+func (o *observer) consume(w watch.Interface) {
+	for ev := range w.ResultChan() {
+		now := time.Now()
+		s, ok := ev.Object.(*resourceapi.ResourceSlice)
+		if !ok {
+			continue
+		}
+		o.mu.Lock()
+		if ev.Type == watch.Deleted {
+			delete(o.slices, s.Name)
+		} else {
+			o.putLocked(s)
+		}
+		o.last = now
+		close(o.changed)
+		o.changed = make(chan struct{})
+		o.mu.Unlock()
+	}
 }
 
 func (o *observer) put(s *resourceapi.ResourceSlice) {
@@ -402,6 +426,19 @@ func (o *observer) waitMatch(ctx context.Context, es ...*expectation) (time.Time
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			for _, e := range es {
+				if !o.matchesLocked(e) {
+					n := 0
+					for _, s := range o.slices {
+						if s.obj.Spec.NodeName != nil && *s.obj.Spec.NodeName == e.node {
+							n++
+						}
+					}
+					return time.Time{}, fmt.Errorf("stored slices of node %s never matched (%d slices seen): %w", e.node, n, ctx.Err())
+				}
+			}
 			return time.Time{}, fmt.Errorf("stored slices never matched: %w", ctx.Err())
 		}
 	}
