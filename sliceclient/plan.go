@@ -99,6 +99,10 @@ type desiredDevice struct {
 	canon        []byte // full without taint times; see canonicalDevice
 	advanced     bool
 	explicitTime bool // a taint has TimeAdded set
+	// dev is the publisher's own copy, kept for the cheap comparison of
+	// the next inventory's device when simple.
+	dev    *resourceapi.Device
+	simple bool
 }
 
 // encodeDeviceAgain is encodeDevice for a device that may be unchanged
@@ -107,6 +111,9 @@ type desiredDevice struct {
 func encodeDeviceAgain(d *resourceapi.Device, prev *desiredDevice, scratch *[]byte) desiredDevice {
 	if prev == nil || prev.explicitTime || hasTaintTimes(d) {
 		return encodeDevice(d)
+	}
+	if prev.simple && sameSimpleDevice(d, prev.dev) {
+		return *prev
 	}
 	size := d.Size()
 	if cap(*scratch) < size {
@@ -154,6 +161,10 @@ func encodeDevice(d *resourceapi.Device) desiredDevice {
 	dd.full, dd.canon = full, full
 	if len(c.Taints) > 0 {
 		dd.canon = canonicalDevice(&c)
+	}
+	dd.simple = simpleDevice(d)
+	if dd.simple {
+		dd.dev = d.DeepCopy()
 	}
 	return dd
 }

@@ -22,8 +22,10 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// DefaultDebounce is how long a publisher waits after an inventory update or
-// a watch event before it syncs the pool, so that a burst costs one sync.
+// DefaultDebounce is the shortest time between the starts of two syncs of a
+// pool: a change after a quiet period is synced at once, further inventory
+// updates and watch events within the window are coalesced into one sync at
+// its end, so a burst costs at most two syncs.
 const DefaultDebounce = 10 * time.Millisecond
 
 // Options configure a Publisher.
@@ -40,7 +42,8 @@ type Options struct {
 	// reads the Node once.
 	NodeUID types.UID
 	// Debounce is the coalescing window for inventory updates and watch
-	// events; zero means DefaultDebounce, a negative value no delay.
+	// events (see DefaultDebounce); zero means DefaultDebounce, a negative
+	// value no window.
 	Debounce time.Duration
 	// RateLimiter paces retries of a pool whose sync failed. Nil means the
 	// client-go default for controllers (exponential per pool from 5 ms to
@@ -92,6 +95,7 @@ type Publisher struct {
 	stored    map[string]*storedSlice // by slice name
 	accepted  map[string]acceptance   // by slice name
 	want      map[string]uint64       // per pool: bumped on every enqueue
+	lastStart map[string]time.Time    // per pool: when its last sync started
 	done      map[string]uint64       // per pool: want as of the last successful sync
 	changed   chan struct{}           // closed and replaced when done changes
 
@@ -138,6 +142,7 @@ func New(opts Options) (*Publisher, error) {
 		stored:    map[string]*storedSlice{},
 		accepted:  map[string]acceptance{},
 		want:      map[string]uint64{},
+		lastStart: map[string]time.Time{},
 		done:      map[string]uint64{},
 		changed:   make(chan struct{}),
 	}, nil
@@ -228,12 +233,20 @@ func (p *Publisher) prepare(inv Inventory) ([]string, error) {
 	return touched, nil
 }
 
+// enqueue schedules a sync of pool. The first change after a quiet period
+// is synced at once; changes within Debounce of the start of the previous
+// sync wait for the end of that window and are coalesced into one sync
+// there (the workqueue keeps one entry per pool).
 func (p *Publisher) enqueue(pool string) {
 	p.mu.Lock()
 	p.want[pool]++
+	var delay time.Duration
+	if last, ok := p.lastStart[pool]; ok {
+		delay = p.debounce - time.Since(last)
+	}
 	p.mu.Unlock()
-	if p.debounce > 0 {
-		p.queue.AddAfter(pool, p.debounce)
+	if delay > 0 {
+		p.queue.AddAfter(pool, delay)
 	} else {
 		p.queue.Add(pool)
 	}
@@ -419,6 +432,7 @@ func (p *Publisher) processNext(ctx context.Context) bool {
 	defer p.queue.Done(pool)
 	p.mu.Lock()
 	want := p.want[pool]
+	p.lastStart[pool] = time.Now()
 	p.mu.Unlock()
 	if err := p.syncPool(ctx, pool); err != nil {
 		p.errs.Add(1)
