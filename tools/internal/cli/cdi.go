@@ -1,0 +1,340 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dranode/dranode/cdi"
+	"sigs.k8s.io/yaml"
+)
+
+// ErrInvalidSpecs: cdi validate found at least one spec with problems.
+var ErrInvalidSpecs = errors.New("invalid CDI specs")
+
+func cdiCommand() *command {
+	return &command{
+		name:  "cdi",
+		short: "parse CDI device names, validate spec files, sweep leaked transient specs",
+		children: []*command{
+			{
+				name: "parse", usage: "NAME",
+				short: "split a fully qualified CDI device name (vendor/class=name) and check every part",
+				flags: func(fs *flag.FlagSet) func(*env, []string) error {
+					out := outputFlag(fs)
+					return func(e *env, args []string) error { return runCDIParse(e, args, *out) }
+				},
+			},
+			{
+				name: "validate", usage: "PATH",
+				short: "validate a CDI spec file, or every spec (*.json, *.yaml) in a directory, listing every problem",
+				long: `Specs are checked by the rules container runtimes apply when they load them.
+The command fails if any spec has a problem; every problem of every spec is
+listed first.`,
+				flags: func(fs *flag.FlagSet) func(*env, []string) error {
+					out := outputFlag(fs)
+					return func(e *env, args []string) error { return runCDIValidate(e, args, *out) }
+				},
+			},
+			{
+				name: "sweep",
+				short: "remove a driver's transient specs of claims no longer held (dry run unless --yes)",
+				long: `Lists (or with --yes removes) the files "<vendor>-<class>_<claim UID>.json" in
+--dir whose kind is exactly the driver's vendor/class and whose claim UID is not
+in --keep. Other drivers' files, and files that cannot be read as a spec, are
+never touched.`,
+				flags: func(fs *flag.FlagSet) func(*env, []string) error {
+					out := outputFlag(fs)
+					dir := fs.String("dir", "/var/run/cdi", "CDI spec directory")
+					kind := fs.String("driver", "", "the CDI kind (vendor/class) the driver writes its specs under, e.g. example.com/gpu")
+					fs.StringVar(kind, "kind", "", "same as --driver")
+					keep := fs.String("keep", "", "comma-separated claim UIDs whose specs stay")
+					yes := fs.Bool("yes", false, "really remove the files (default: only list them)")
+					fs.BoolVar(yes, "apply", false, "same as --yes")
+					return func(e *env, args []string) error {
+						if err := exactArgs(args); err != nil {
+							return err
+						}
+						return runCDISweep(e, *dir, *kind, *keep, *yes, *out)
+					}
+				},
+			},
+		},
+	}
+}
+
+type cdiName struct {
+	Name   string `json:"name"`
+	Vendor string `json:"vendor"`
+	Class  string `json:"class"`
+	Device string `json:"device"`
+	Kind   string `json:"kind"`
+}
+
+func (n *cdiName) table(w *tabwriter.Writer) {
+	fmt.Fprintln(w, "VENDOR\tCLASS\tDEVICE\tKIND")
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n.Vendor, n.Class, n.Device, n.Kind)
+}
+
+func runCDIParse(e *env, args []string, format string) error {
+	if err := exactArgs(args, "NAME"); err != nil {
+		return err
+	}
+	if err := checkFormat(format); err != nil {
+		return err
+	}
+	vendor, class, name, err := cdi.ParseQualifiedName(args[0])
+	if err != nil {
+		return fmt.Errorf("cdi parse: %w", err)
+	}
+	return print(e.stdout, format, &cdiName{Name: args[0], Vendor: vendor, Class: class, Device: name, Kind: vendor + "/" + class})
+}
+
+// specResult is one spec file's verdict.
+type specResult struct {
+	File     string   `json:"file"`
+	Kind     string   `json:"kind,omitempty"`
+	Version  string   `json:"cdiVersion,omitempty"`
+	Devices  []string `json:"devices,omitempty"`
+	Valid    bool     `json:"valid"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+type validateReport struct {
+	Specs   []specResult `json:"specs"`
+	Invalid int          `json:"invalid"`
+}
+
+func (r *validateReport) table(w *tabwriter.Writer) {
+	fmt.Fprintln(w, "FILE\tKIND\tVERSION\tDEVICES\tRESULT")
+	for _, s := range r.Specs {
+		res := "valid"
+		if !s.Valid {
+			res = fmt.Sprintf("%d problem(s)", len(s.Problems))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", s.File, dash(s.Kind), dash(s.Version), len(s.Devices), res)
+	}
+	for _, s := range r.Specs {
+		for _, p := range s.Problems {
+			fmt.Fprintf(w, "%s: %s\n", s.File, p)
+		}
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func runCDIValidate(e *env, args []string, format string) error {
+	if err := exactArgs(args, "PATH"); err != nil {
+		return err
+	}
+	if err := checkFormat(format); err != nil {
+		return err
+	}
+	files, err := specFiles(args[0])
+	if err != nil {
+		return fmt.Errorf("cdi validate: %w", err)
+	}
+	rep := &validateReport{Specs: []specResult{}}
+	kinds := map[string]map[string]string{} // kind -> device -> file: runtimes refuse a device defined twice
+	for _, f := range files {
+		res := validateSpecFile(f)
+		for _, d := range res.Devices {
+			if res.Kind == "" {
+				break
+			}
+			if kinds[res.Kind] == nil {
+				kinds[res.Kind] = map[string]string{}
+			}
+			if other, dup := kinds[res.Kind][d]; dup {
+				res.Problems = append(res.Problems, fmt.Sprintf("device %s=%s is also defined in %s", res.Kind, d, other))
+				res.Valid = false
+			} else {
+				kinds[res.Kind][d] = f
+			}
+		}
+		if !res.Valid {
+			rep.Invalid++
+		}
+		rep.Specs = append(rep.Specs, res)
+	}
+	if err := print(e.stdout, format, rep); err != nil {
+		return err
+	}
+	if rep.Invalid > 0 {
+		return fmt.Errorf("cdi validate: %d of %d spec(s) invalid: %w", rep.Invalid, len(rep.Specs), ErrInvalidSpecs)
+	}
+	return nil
+}
+
+// specFiles returns path itself, or the spec files of the directory path in
+// name order (the order runtimes load them in).
+func specFiles(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, en := range entries {
+		ext := filepath.Ext(en.Name())
+		if en.Type().IsRegular() && (ext == ".json" || ext == ".yaml" || ext == ".yml") {
+			out = append(out, filepath.Join(path, en.Name()))
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no spec files (*.json, *.yaml)", path)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func validateSpecFile(path string) specResult {
+	res := specResult{File: path}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		res.Problems = []string{err.Error()}
+		return res
+	}
+	if ext := filepath.Ext(path); ext == ".yaml" || ext == ".yml" {
+		if data, err = yaml.YAMLToJSON(data); err != nil {
+			res.Problems = []string{fmt.Sprintf("not YAML: %v", err)}
+			return res
+		}
+	}
+	spec, err := cdi.DecodeSpec(data)
+	if err != nil {
+		res.Problems = []string{err.Error()}
+		return res
+	}
+	res.Kind, res.Version = spec.Kind, spec.Version
+	for _, d := range spec.Devices {
+		res.Devices = append(res.Devices, d.Name)
+	}
+	if err := spec.Validate(); err != nil {
+		var se *cdi.SpecError
+		if errors.As(err, &se) {
+			for _, p := range se.Problems {
+				res.Problems = append(res.Problems, p.String())
+			}
+		} else {
+			res.Problems = []string{err.Error()}
+		}
+		return res
+	}
+	res.Valid = true
+	return res
+}
+
+type sweepReport struct {
+	Dir     string   `json:"dir"`
+	Kind    string   `json:"kind"`
+	DryRun  bool     `json:"dryRun"`
+	Removed []string `json:"removed"`
+}
+
+func (r *sweepReport) table(w *tabwriter.Writer) {
+	verb := "REMOVED"
+	if r.DryRun {
+		verb = "WOULD REMOVE (dry run; --yes to remove)"
+	}
+	fmt.Fprintln(w, verb)
+	for _, f := range r.Removed {
+		fmt.Fprintln(w, f)
+	}
+}
+
+func runCDISweep(e *env, dir, kind, keepList string, apply bool, format string) error {
+	if err := checkFormat(format); err != nil {
+		return err
+	}
+	if kind == "" {
+		return usagef("--driver is required: the CDI kind (vendor/class) of the driver's specs")
+	}
+	vendor, class, ok := strings.Cut(kind, "/")
+	if !ok {
+		return usagef("--driver %q: want the CDI kind vendor/class the driver writes its specs under (e.g. example.com/gpu), not a driver name", kind)
+	}
+	if _, _, err := cdi.ParseKind(kind); err != nil {
+		return fmt.Errorf("cdi sweep --driver: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, uid := range strings.Split(keepList, ",") {
+		if uid = strings.TrimSpace(uid); uid != "" {
+			keep[uid] = true
+		}
+	}
+	keepFn := func(uid string) bool { return keep[uid] }
+	rep := &sweepReport{Dir: dir, Kind: kind, DryRun: !apply, Removed: []string{}}
+	var err error
+	if apply {
+		var removed []string
+		removed, err = cdi.SpecDir{Path: dir}.Sweep(vendor, class, keepFn)
+		rep.Removed = append(rep.Removed, removed...)
+	} else {
+		rep.Removed, err = sweepCandidates(dir, vendor, class, keepFn)
+	}
+	slices.Sort(rep.Removed)
+	if perr := print(e.stdout, format, rep); perr != nil && err == nil {
+		err = perr
+	}
+	if err != nil {
+		return fmt.Errorf("cdi sweep: %w", err)
+	}
+	return nil
+}
+
+// sweepCandidates lists what SpecDir.Sweep would remove, by the same rule:
+// the transient file name of vendor/class, a spec whose own kind is exactly
+// vendor/class, and a claim UID keep does not want. Unreadable files are left
+// alone and reported.
+func sweepCandidates(dir, vendor, class string, keep func(string) bool) ([]string, error) {
+	prefix := strings.TrimSuffix(cdi.TransientSpecFileName(vendor, class, "x"), "x.json")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	var errs []error
+	for _, en := range entries {
+		uid, ok := strings.CutPrefix(en.Name(), prefix)
+		if !ok || !en.Type().IsRegular() {
+			continue
+		}
+		if uid, ok = strings.CutSuffix(uid, ".json"); !ok || uid == "" {
+			continue
+		}
+		path := filepath.Join(dir, en.Name())
+		data, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		spec, err := cdi.DecodeSpec(data)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: left alone: %w", path, err))
+			continue
+		}
+		if spec.Kind != vendor+"/"+class || keep(uid) {
+			continue
+		}
+		out = append(out, path)
+	}
+	return out, errors.Join(errs...)
+}
