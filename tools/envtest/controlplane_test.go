@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -180,9 +181,11 @@ func TestFailedStartRollsBack(t *testing.T) {
 	}
 }
 
-// The scheduler is connected and scheduling: with no nodes, a pod is marked
-// unschedulable by it (nothing else would set that condition).
-func TestSchedulerSchedules(t *testing.T) {
+// The scheduler is connected and schedules with DRA: with no nodes a pod is
+// marked unschedulable (nothing else would set that condition); with a node
+// that publishes a device, a pod's claim is allocated that device and the
+// pod is bound to the node.
+func TestSchedulerAllocatesClaims(t *testing.T) {
 	env := &Environment{Scheduler: true}
 	cfg := StartT(t, env)
 	if pid := env.PIDs()["kube-scheduler"]; pid == 0 || !alive(pid) {
@@ -205,7 +208,7 @@ func TestSchedulerSchedules(t *testing.T) {
 	}
 	// Polling without a wall-clock bound: the test's own -timeout ends it
 	// if the scheduler never acts.
-	for {
+	waitFor(t, func() bool {
 		got, err := client.CoreV1().Pods("default").Get(ctx, "waits", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -215,9 +218,105 @@ func TestSchedulerSchedules(t *testing.T) {
 				if c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable {
 					t.Fatalf("PodScheduled = %s (%s), want False (Unschedulable)", c.Status, c.Reason)
 				}
-				return
+				return true
 			}
 		}
+		return false
+	})
+
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+	node, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("4"),
+		corev1.ResourceMemory: resource.MustParse("8Gi"),
+		corev1.ResourcePods:   resource.MustParse("10"),
+	}
+	node.Status = corev1.NodeStatus{
+		Capacity:    capacity,
+		Allocatable: capacity,
+		Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now()}},
+	}
+	if node, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Admission taints a new node not-ready; the node lifecycle controller,
+	// absent here, would lift the taint once the node reports Ready.
+	node.Spec.Taints = nil
+	if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.example.com"}}
+	if _, err := client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slice := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-a-gpu"},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   "gpu.example.com",
+			NodeName: ptr("node-a"),
+			Pool:     resourcev1.ResourcePool{Name: "node-a", ResourceSliceCount: 1},
+			Devices:  []resourcev1.Device{{Name: "gpu-0"}},
+		},
+	}
+	if _, err := client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: "default"},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com"}}},
+		}},
+	}
+	if _, err := client.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	withClaim := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "with-gpu", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr("gpu")}},
+			Containers: []corev1.Container{{
+				Name: "c", Image: "example.com/none",
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}},
+			}},
+		},
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, withClaim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		got, err := client.CoreV1().Pods("default").Get(ctx, "with-gpu", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Spec.NodeName != ""
+	})
+	got, err := client.CoreV1().Pods("default").Get(ctx, "with-gpu", metav1.GetOptions{})
+	if err != nil || got.Spec.NodeName != "node-a" {
+		t.Fatalf("pod bound to %q (%v), want node-a", got.Spec.NodeName, err)
+	}
+	allocated, err := client.ResourceV1().ResourceClaims("default").Get(ctx, "gpu", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocated.Status.Allocation == nil || len(allocated.Status.Allocation.Devices.Results) != 1 {
+		t.Fatalf("claim status %+v, want one allocated device", allocated.Status)
+	}
+	r := allocated.Status.Allocation.Devices.Results[0]
+	if r.Driver != "gpu.example.com" || r.Pool != "node-a" || r.Device != "gpu-0" {
+		t.Errorf("allocated %s/%s/%s, want gpu.example.com/node-a/gpu-0", r.Driver, r.Pool, r.Device)
+	}
+	if len(allocated.Status.ReservedFor) != 1 || allocated.Status.ReservedFor[0].Name != "with-gpu" {
+		t.Errorf("claim reserved for %+v, want the pod with-gpu", allocated.Status.ReservedFor)
+	}
+}
+
+// waitFor polls done until it is true; the test's -timeout bounds it.
+func waitFor(t *testing.T, done func() bool) {
+	t.Helper()
+	for !done() {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
