@@ -43,7 +43,7 @@ listed first.`,
 				},
 			},
 			{
-				name: "sweep",
+				name:  "sweep",
 				short: "remove a driver's transient specs of claims no longer held (dry run unless --yes)",
 				long: `Lists (or with --yes removes) the files "<vendor>-<class>_<claim UID>.json" in
 --dir whose kind is exactly the driver's vendor/class and whose claim UID is not

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -242,7 +243,15 @@ func readKubelet(rep *checkpointReport, path string, data []byte) (*checkpointRe
 	var probe struct {
 		Data json.RawMessage
 	}
-	if err := json.Unmarshal(data, &probe); err != nil || len(probe.Data) == 0 {
+	err := json.Unmarshal(data, &probe)
+	if err != nil && bytes.HasPrefix(bytes.TrimSpace(data), []byte(`{"Data":`)) {
+		// A kubelet checkpoint cut short or garbled: let the reader of
+		// the layout it starts like say what is wrong with it.
+		probe.Data = json.RawMessage(`{}`)
+		if bytes.HasPrefix(bytes.TrimSpace(data), []byte(`{"Data":"`)) {
+			probe.Data = json.RawMessage(`""`)
+		}
+	} else if err != nil || len(probe.Data) == 0 {
 		return nil, fmt.Errorf("%s: %w: neither a dranode file (no DRN magic) nor a kubelet checkpoint (no JSON object with Data)", path, kubeletcompat.ErrUnknownFormat)
 	}
 	// The DRA manager stores its data as a JSON string, the device manager
