@@ -1,7 +1,15 @@
-// Package agent is the dranode reference node agent, which composes the other
-// dranode modules: it registers with the kubelet, serves the kubelet's DRA
-// gRPC API, publishes ResourceSlices and keeps the durable record of prepared
-// claims.
+// Package agent is the reference dranode node agent: it runs the driver
+// plugins named in its configuration (pluginmgr), registers each driver with
+// the kubelet and serves the kubelet's DRA gRPC API (k8s.io/kubelet dra v1 and
+// v1beta1, dra-health v1), keeps the durable record of prepared claims
+// (claimcache), writes one transient CDI spec per claim and driver (cdi), and
+// publishes every driver's inventory as ResourceSlices (sliceclient).
 //
-// The module is filled in by the agent issue; it has no functionality yet.
+// The command dranode-agent (cmd/dranode-agent) is a thin layer over this
+// package: LoadConfig merges flags, DRANODE_ environment variables, the YAML
+// file and defaults; New and Run do the rest.
+//
+// Without a kubeconfig and outside a cluster the agent runs standalone:
+// ResourceClaims come from a directory of YAML files and ResourceSlices go to
+// a dry-run directory, so the whole claim flow works without an API server.
 package agent

@@ -1,0 +1,513 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/dranode/dranode/cdi"
+	"github.com/dranode/dranode/claimcache"
+	"github.com/dranode/dranode/pluginmgr"
+	"github.com/dranode/dranode/sliceclient"
+)
+
+// CDIClass is the CDI class of the agent's transient specs: a claim's devices
+// of driver D are "D/claim=<claim UID>-<device>".
+const CDIClass = "claim"
+
+// ErrStopping is returned for kubelet calls that arrive after Stop began;
+// it carries gRPC code Unavailable, which the kubelet retries.
+var ErrStopping = errors.New("agent is stopping")
+
+// Options are the parts of an Agent that tests and embedders may replace.
+// The zero value works.
+type Options struct {
+	// Logger; default klog.Background().
+	Logger logr.Logger
+	// Claims overrides where ResourceClaims are read from.
+	Claims ClaimSource
+	// Client overrides the API client built from the configuration.
+	Client kubernetes.Interface
+	// Registry receives the agent's metrics; default a new registry, served
+	// on /metrics.
+	Registry *prometheus.Registry
+	// PluginLogger receives the plugins' logs; default hclog to stderr.
+	PluginLogger hclog.Logger
+}
+
+// Agent is one running dranode agent. Create it with New, then Start and
+// Stop (or Run).
+type Agent struct {
+	cfg  Config
+	opts Options
+	log  logr.Logger
+
+	cache      *claimcache.Cache
+	report     *claimcache.RestoreReport
+	specs      cdi.SpecDir
+	claims     ClaimSource
+	client     kubernetes.Interface
+	standalone bool
+	plugins    *pluginmgr.Manager
+	metrics    *metrics
+	locks      keyedLocks
+
+	mu       sync.Mutex
+	drivers  map[string]*driver // by DRA driver name
+	byPlugin map[string]*driver // by plugin name
+	pending  map[string]pluginmgr.Inventory
+	health   map[string][]pluginmgr.DeviceHealth // by plugin name, before the driver is known
+
+	stopping atomic.Bool
+	inflight sync.WaitGroup
+	cancel   context.CancelFunc
+	httpSrv  *http.Server
+	httpAddr string
+	started  bool
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// New checks the configuration and returns an agent that does nothing
+// until Start.
+func New(cfg Config, opts Options) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = klog.Background()
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.PluginLogger == nil {
+		opts.PluginLogger = hclog.New(&hclog.LoggerOptions{Name: "plugin", Level: hclog.Info, Output: os.Stderr, JSONFormat: true})
+	}
+	return &Agent{
+		cfg:      cfg,
+		opts:     opts,
+		log:      opts.Logger.WithValues("node", cfg.NodeName),
+		specs:    cdi.SpecDir{Path: cfg.CDI.Dir},
+		drivers:  map[string]*driver{},
+		byPlugin: map[string]*driver{},
+		pending:  map[string]pluginmgr.Inventory{},
+		health:   map[string][]pluginmgr.DeviceHealth{},
+	}, nil
+}
+
+// Standalone reports whether the agent runs without an API server (known
+// after Start).
+func (a *Agent) Standalone() bool { return a.standalone }
+
+// HTTPAddr is the address the operations endpoint listens on (after Start).
+func (a *Agent) HTTPAddr() string { return a.httpAddr }
+
+// Drivers returns the DRA driver names served (after Start), sorted.
+func (a *Agent) Drivers() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for n := range a.drivers {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Run starts the agent, waits for ctx to be done and stops it.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	a.log.Info("Stopping")
+	return a.Stop()
+}
+
+// Start opens the claim record, starts the plugins, publishes their
+// inventories, finishes interrupted unprepares, and serves the kubelet. On
+// failure everything started is stopped again.
+func (a *Agent) Start(ctx context.Context) (err error) {
+	if a.started {
+		return errors.New("agent: Start called twice")
+	}
+	a.started = true
+	ctx, a.cancel = context.WithCancel(ctx)
+	defer func() {
+		if err != nil {
+			_ = a.Stop()
+		}
+	}()
+	bootID, err := readBootID(a.cfg.BootIDFile)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	a.cache, a.report, err = claimcache.Open(filepath.Join(a.cfg.StateDir, "claims.record"), bootID)
+	if err != nil {
+		return fmt.Errorf("opening the claim record: %w", err)
+	}
+	a.log.Info("Claim record restored", "claims", a.cache.Len(), "interrupted", len(a.report.Interrupted),
+		"rebootDetected", a.report.RebootDetected, "noLongerPrepared", len(a.report.NoLongerPrepared))
+	if err := a.connect(); err != nil {
+		return err
+	}
+	a.metrics = newMetrics(a.opts.Registry, a)
+
+	a.plugins = pluginmgr.NewManager(pluginmgr.Options{
+		NodeName:    a.cfg.NodeName,
+		Logger:      a.opts.PluginLogger,
+		OnInventory: a.onInventory,
+		OnHealth:    a.onHealth,
+		OnStatus:    a.onStatus,
+	})
+	var configs []pluginmgr.PluginConfig
+	for _, d := range a.cfg.Plugins.Drivers {
+		section, err := json.Marshal(d.Config)
+		if err != nil {
+			return &ConfigError{Key: "plugins.drivers." + d.Name + ".config", Reason: err.Error()}
+		}
+		if d.Config == nil {
+			section = nil
+		}
+		configs = append(configs, pluginmgr.PluginConfig{Name: d.Name, Path: d.Path, SHA256: d.SHA256, Args: d.Args, Config: section})
+	}
+	if err := a.plugins.Start(configs); err != nil {
+		return fmt.Errorf("starting driver plugins: %w", err)
+	}
+	for _, c := range configs {
+		p, ok := a.plugins.Plugin(c.Name)
+		if !ok {
+			return fmt.Errorf("plugin %q did not start", c.Name)
+		}
+		if err := a.addDriver(ctx, p); err != nil {
+			return err
+		}
+	}
+	a.finishInterrupted(ctx)
+	a.sweepSpecs()
+	for _, d := range a.sortedDrivers() {
+		if err := d.serve(a); err != nil {
+			return err
+		}
+	}
+	if a.cfg.HTTP.Address != "" {
+		if err := a.serveHTTP(); err != nil {
+			return err
+		}
+	}
+	a.log.Info("Agent started", "drivers", a.Drivers(), "standalone", a.standalone, "http", a.httpAddr)
+	return nil
+}
+
+func readBootID(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", &ConfigError{Key: "bootIDFile", Reason: err.Error()}
+	}
+	id := strings.TrimSpace(string(data))
+	if id == "" {
+		return "", &ConfigError{Key: "bootIDFile", Reason: path + " is empty"}
+	}
+	return id, nil
+}
+
+// connect picks the mode: kubeconfig, in-cluster, or standalone.
+func (a *Agent) connect() error {
+	if a.opts.Client != nil {
+		a.client = a.opts.Client
+	} else {
+		var rc *rest.Config
+		var err error
+		switch {
+		case a.cfg.Kubeconfig != "":
+			rc, err = clientcmd.BuildConfigFromFlags("", a.cfg.Kubeconfig)
+			if err != nil {
+				return &ConfigError{Key: "kubeconfig", Reason: err.Error()}
+			}
+		case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
+			rc, err = rest.InClusterConfig()
+			if err != nil {
+				return fmt.Errorf("in-cluster configuration: %w", err)
+			}
+		}
+		if rc != nil {
+			rc.QPS, rc.Burst = a.cfg.Claims.QPS, a.cfg.Claims.Burst
+			rc.UserAgent = "dranode-agent/" + a.cfg.NodeName
+			a.client, err = kubernetes.NewForConfig(rc)
+			if err != nil {
+				return fmt.Errorf("API client: %w", err)
+			}
+		}
+	}
+	a.standalone = a.client == nil
+	switch {
+	case a.opts.Claims != nil:
+		a.claims = a.opts.Claims
+	case a.standalone:
+		a.claims = DirClaimSource{Dir: a.cfg.Claims.Dir}
+	default:
+		a.claims = APIClaimSource{Client: a.client}
+	}
+	return nil
+}
+
+func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
+	info := p.Info()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if other, dup := a.drivers[info.DriverName]; dup {
+		return &ConfigError{Key: "plugins.drivers", Reason: fmt.Sprintf("plugins %q and %q both serve driver %q", other.plugin.Name(), p.Name(), info.DriverName)}
+	}
+	d := &driver{name: info.DriverName, plugin: p, healthy: newHealthFeed(), health: info.Health}
+	if !a.standalone {
+		pub, err := sliceclient.New(sliceclient.Options{
+			Client: a.client, DriverName: d.name, NodeName: a.cfg.NodeName,
+			Debounce: a.cfg.Slices.SyncDelay,
+			OnError: func(err error) {
+				a.log.Error(err, "Publishing ResourceSlices", "driver", d.name)
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("driver %s: %w", d.name, err)
+		}
+		d.publisher = pub
+		if err := pub.Start(ctx); err != nil {
+			return fmt.Errorf("driver %s: starting the ResourceSlice publisher: %w", d.name, err)
+		}
+	}
+	a.drivers[d.name] = d
+	a.byPlugin[p.Name()] = d
+	if h, ok := a.health[p.Name()]; ok {
+		d.healthy.set(h)
+	}
+	inv, ok := a.pending[p.Name()]
+	if !ok {
+		inv, _ = p.Inventory()
+	}
+	if len(inv.Pools) > 0 {
+		a.publishLocked(d, inv)
+	}
+	return nil
+}
+
+func (a *Agent) sortedDrivers() []*driver {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*driver, 0, len(a.drivers))
+	for _, d := range a.drivers {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(x, y *driver) int { return strings.Compare(x.name, y.name) })
+	return out
+}
+
+func (a *Agent) driver(name string) *driver {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.drivers[name]
+}
+
+func (a *Agent) onInventory(plugin string, inv pluginmgr.Inventory) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d, ok := a.byPlugin[plugin]
+	if !ok {
+		a.pending[plugin] = inv // the driver is registered after Launch returns
+		return
+	}
+	a.publishLocked(d, inv)
+}
+
+func (a *Agent) publishLocked(d *driver, inv pluginmgr.Inventory) {
+	sinv := sliceclient.Inventory{Pools: make([]sliceclient.Pool, len(inv.Pools))}
+	for i, p := range inv.Pools {
+		sinv.Pools[i] = sliceclient.Pool{Name: p.Name, Devices: p.Devices, SharedCounters: p.SharedCounters}
+	}
+	if d.publisher != nil {
+		if err := d.publisher.Update(sinv); err != nil {
+			a.log.Error(err, "Inventory rejected", "driver", d.name)
+		}
+		return
+	}
+	dr := sliceclient.DryRun{DriverName: d.name, NodeName: a.cfg.NodeName}
+	paths, err := dr.WriteDir(a.cfg.Slices.DryRunDir, sinv)
+	if err != nil {
+		a.log.Error(err, "Writing dry-run ResourceSlices", "driver", d.name)
+		return
+	}
+	if a.metrics != nil {
+		a.metrics.dryRunWrites.WithLabelValues(d.name).Add(float64(len(paths)))
+	}
+	a.log.V(1).Info("Dry-run ResourceSlices written", "driver", d.name, "dir", a.cfg.Slices.DryRunDir, "files", len(paths))
+}
+
+func (a *Agent) onHealth(plugin string, h []pluginmgr.DeviceHealth) {
+	a.mu.Lock()
+	d, ok := a.byPlugin[plugin]
+	if !ok {
+		a.health[plugin] = h
+	}
+	a.mu.Unlock()
+	if ok {
+		d.healthy.set(h)
+	}
+}
+
+func (a *Agent) onStatus(s pluginmgr.Status) {
+	log := a.log.WithValues("plugin", s.Plugin, "state", s.State, "pid", s.PID, "restarts", s.Restarts)
+	if s.Err != nil {
+		log.Error(s.Err, "Driver plugin status")
+	} else {
+		log.Info("Driver plugin status")
+	}
+}
+
+// Ready reports whether every plugin runs and, with a kubelet, every driver
+// is registered; the error says what is missing.
+func (a *Agent) Ready() error {
+	if a.stopping.Load() {
+		return ErrStopping
+	}
+	if a.plugins == nil {
+		return errors.New("not started")
+	}
+	var problems []string
+	for _, s := range a.plugins.Statuses() {
+		if s.State != pluginmgr.StateRunning {
+			problems = append(problems, fmt.Sprintf("plugin %s is %s", s.Plugin, s.State))
+		}
+	}
+	for _, d := range a.sortedDrivers() {
+		if !d.serving.Load() {
+			problems = append(problems, fmt.Sprintf("driver %s: sockets not served yet", d.name))
+		} else if !a.standalone && !d.registered.Load() {
+			problems = append(problems, fmt.Sprintf("driver %s: not registered with the kubelet", d.name))
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Stop stops accepting kubelet calls, waits for those in flight (at most
+// ShutdownTimeout), stops the plugins and publishers and closes the record.
+// ResourceSlices stay published and the record stays on disk: a restarted
+// agent continues from them.
+func (a *Agent) Stop() error {
+	a.stopOnce.Do(func() { a.stopErr = a.stop() })
+	return a.stopErr
+}
+
+func (a *Agent) stop() error {
+	a.stopping.Store(true)
+	var errs []error
+	drivers := a.sortedDrivers()
+	for _, d := range drivers {
+		d.stopRegistration()
+	}
+	done := make(chan struct{})
+	go func() {
+		for _, d := range drivers {
+			d.stopDRA() // GracefulStop: returns when calls in flight are done
+		}
+		a.inflight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(a.cfg.ShutdownTimeout):
+		errs = append(errs, fmt.Errorf("calls still in flight after %s", a.cfg.ShutdownTimeout))
+		for _, d := range drivers {
+			d.forceStop()
+		}
+	}
+	if a.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, a.httpSrv.Shutdown(ctx))
+		cancel()
+	}
+	for _, d := range drivers {
+		if d.publisher != nil {
+			d.publisher.Stop()
+		}
+	}
+	if a.plugins != nil {
+		errs = append(errs, a.plugins.Close())
+	}
+	if a.cancel != nil {
+		a.cancel()
+	}
+	if a.cache != nil {
+		errs = append(errs, a.cache.Close())
+	}
+	if a.metrics != nil {
+		a.metrics.unregister(a.opts.Registry)
+	}
+	return errors.Join(errs...)
+}
+
+// newRequestID names one kubelet call in the logs.
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// keyedLocks serializes work on one key (a claim UID) without a global lock.
+type keyedLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (k *keyedLocks) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyedLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.locks[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}
+

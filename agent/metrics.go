@@ -1,0 +1,130 @@
+package agent
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the agent's Prometheus series (namespace "dranode").
+type metrics struct {
+	prepareSeconds, unprepareSeconds *prometheus.HistogramVec
+	prepareErrors, unprepareErrors   *prometheus.CounterVec
+	dryRunWrites                     *prometheus.CounterVec
+	collectors                       []prometheus.Collector
+}
+
+// Latency buckets from 0.5 ms (a record commit) to 10 s (a slow plugin).
+var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {
+	m := &metrics{
+		prepareSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "dranode", Name: "prepare_duration_seconds",
+			Help: "Time to prepare one claim for one driver, including plugin calls and durable commits.", Buckets: latencyBuckets,
+		}, []string{"driver"}),
+		unprepareSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "dranode", Name: "unprepare_duration_seconds",
+			Help: "Time to unprepare one claim.", Buckets: latencyBuckets,
+		}, []string{"driver"}),
+		prepareErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "dranode", Name: "prepare_errors_total", Help: "Failed claim prepares.",
+		}, []string{"driver"}),
+		unprepareErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "dranode", Name: "unprepare_errors_total", Help: "Failed claim unprepares.",
+		}, []string{"driver"}),
+		dryRunWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "dranode", Name: "dry_run_slice_files_written_total", Help: "ResourceSlice files written in standalone mode.",
+		}, []string{"driver"}),
+	}
+	restarts := prometheus.NewDesc("dranode_plugin_restarts_total", "Restarts of a driver plugin process.", []string{"plugin"}, nil)
+	writes := prometheus.NewDesc("dranode_slice_writes_total", "ResourceSlice writes to the API server.", []string{"driver", "verb"}, nil)
+	recorded := prometheus.NewDesc("dranode_claims_recorded", "Claims in the durable record.", nil, nil)
+	m.collectors = []prometheus.Collector{m.prepareSeconds, m.unprepareSeconds, m.prepareErrors, m.unprepareErrors, m.dryRunWrites,
+		collectorFunc{descs: []*prometheus.Desc{restarts, writes, recorded}, collect: func(ch chan<- prometheus.Metric) {
+			if a.plugins != nil {
+				for _, s := range a.plugins.Statuses() {
+					ch <- prometheus.MustNewConstMetric(restarts, prometheus.CounterValue, float64(s.Restarts), s.Plugin)
+				}
+			}
+			for _, d := range a.sortedDrivers() {
+				if d.publisher == nil {
+					continue
+				}
+				st := d.publisher.Stats()
+				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Creates), d.name, "create")
+				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Updates), d.name, "update")
+				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Deletes), d.name, "delete")
+			}
+			if a.cache != nil {
+				ch <- prometheus.MustNewConstMetric(recorded, prometheus.GaugeValue, float64(a.cache.Len()))
+			}
+		}},
+	}
+	for _, c := range m.collectors {
+		reg.MustRegister(c)
+	}
+	return m
+}
+
+func (m *metrics) unregister(reg *prometheus.Registry) {
+	for _, c := range m.collectors {
+		reg.Unregister(c)
+	}
+}
+
+func (m *metrics) observePrepare(driver string, d time.Duration, err error) {
+	m.prepareSeconds.WithLabelValues(driver).Observe(d.Seconds())
+	if err != nil {
+		m.prepareErrors.WithLabelValues(driver).Inc()
+	}
+}
+
+func (m *metrics) observeUnprepare(driver string, d time.Duration, err error) {
+	m.unprepareSeconds.WithLabelValues(driver).Observe(d.Seconds())
+	if err != nil {
+		m.unprepareErrors.WithLabelValues(driver).Inc()
+	}
+}
+
+type collectorFunc struct {
+	descs   []*prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
+
+// serveHTTP serves /metrics, /healthz (the process is alive and its record
+// open) and /readyz (Ready).
+func (a *Agent) serveHTTP() error {
+	lis, err := net.Listen("tcp", a.cfg.HTTP.Address)
+	if err != nil {
+		return &ConfigError{Key: "http.address", Reason: err.Error()}
+	}
+	a.httpAddr = lis.Addr().String()
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(a.opts.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := a.Ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	a.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = a.httpSrv.Serve(lis) }()
+	return nil
+}

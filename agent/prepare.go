@@ -1,0 +1,407 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/go-logr/logr"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dranode/dranode/cdi"
+	"github.com/dranode/dranode/claimcache"
+	"github.com/dranode/dranode/pluginmgr"
+)
+
+// ErrClaimNotUsable is matched by errors for a claim that cannot be prepared
+// on this node as it is: another UID, no allocation, another node, no
+// devices of the driver.
+var ErrClaimNotUsable = errors.New("ResourceClaim cannot be prepared on this node")
+
+// ClaimRequest names a claim as the kubelet does.
+type ClaimRequest struct {
+	Namespace, Name, UID string
+}
+
+// PreparedDevice is what the kubelet gets back for one device.
+type PreparedDevice struct {
+	Pool, Device string
+	Requests     []string
+	ShareID      string
+	CDIDeviceIDs []string
+}
+
+// Prepare prepares one claim for the named driver as the DRA service does:
+// from the record when it is already prepared in this boot (recreating a
+// missing CDI spec), otherwise by fetching the claim, recording
+// PrepareStarted, calling every plugin of this agent with devices in the
+// claim, writing one CDI spec per driver and recording Prepared. It returns
+// the driver's devices.
+func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest) ([]PreparedDevice, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	if req.UID == "" || req.Namespace == "" || req.Name == "" {
+		return nil, fmt.Errorf("%w: claim %s/%s with UID %q: namespace, name and UID are required", ErrClaimNotUsable, req.Namespace, req.Name, req.UID)
+	}
+	unlock := a.locks.lock(req.UID)
+	defer unlock()
+
+	if e, err := a.cache.Get(req.UID); err == nil && e.PreparedInCurrentBoot() {
+		if e.Claim.Namespace != req.Namespace || e.Claim.Name != req.Name {
+			return nil, fmt.Errorf("%w: UID %s is recorded as %s/%s", ErrClaimNotUsable, req.UID, e.Claim.Namespace, e.Claim.Name)
+		}
+		if err := a.ensureSpecs(ctx, e); err != nil {
+			return nil, err
+		}
+		log.V(2).Info("Claim already prepared in this boot, answered from the record")
+		return devicesOf(e, driverName), nil
+	}
+
+	claim, err := a.claims.GetClaim(ctx, req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	hosted, err := a.check(claim, req, driverName)
+	if err != nil {
+		return nil, err
+	}
+	ref := claimcache.ClaimRef{Namespace: req.Namespace, Name: req.Name, UID: req.UID}
+	if err := a.startPrepare(ctx, ref); err != nil {
+		return nil, err
+	}
+	recorded := map[string][]claimcache.Device{}
+	for _, name := range hosted {
+		devs, err := a.prepareDriver(ctx, claim, name)
+		if err != nil {
+			// The claim stays PrepareStarted: the next Prepare finishes it,
+			// an Unprepare rolls it back.
+			return nil, err
+		}
+		recorded[name] = devs
+	}
+	e, err := a.cache.FinishPrepare(req.UID, recorded)
+	if err != nil {
+		return nil, fmt.Errorf("recording claim %s as prepared: %w", ref, err)
+	}
+	log.Info("Claim prepared", "drivers", hosted)
+	return devicesOf(e, driverName), nil
+}
+
+// startPrepare records PrepareStarted, first unpreparing what stands in the
+// way: the old claim of the same name (its pod was force deleted and the
+// claim recreated), or this claim's own interrupted unprepare.
+func (a *Agent) startPrepare(ctx context.Context, ref claimcache.ClaimRef) error {
+	for attempt := 0; ; attempt++ {
+		_, err := a.cache.StartPrepare(ref, "")
+		if err == nil {
+			return nil
+		}
+		if attempt > 0 {
+			return fmt.Errorf("recording claim %s as being prepared: %w", ref, err)
+		}
+		var mismatch *claimcache.UIDMismatchError
+		var trans *claimcache.TransitionError
+		switch {
+		case errors.As(err, &mismatch):
+			logr.FromContextOrDiscard(ctx).Info("Unpreparing the old claim of the same name first", "oldUID", mismatch.RecordedUID)
+			if err := a.Unprepare(ctx, mismatch.RecordedUID); err != nil {
+				return fmt.Errorf("claim %s: unpreparing the earlier claim with UID %s: %w", ref, mismatch.RecordedUID, err)
+			}
+		case errors.As(err, &trans) && trans.From == claimcache.UnprepareStarted:
+			if err := a.unprepareLocked(ctx, ref.UID); err != nil {
+				return fmt.Errorf("claim %s: finishing its interrupted unprepare: %w", ref, err)
+			}
+		default:
+			return fmt.Errorf("recording claim %s as being prepared: %w", ref, err)
+		}
+	}
+}
+
+// check verifies that the claim fetched is the one asked for, allocated, for
+// this node and for driverName, and returns the drivers of this agent that
+// have devices in it, sorted.
+func (a *Agent) check(claim *resourcev1.ResourceClaim, req ClaimRequest, driverName string) ([]string, error) {
+	id := req.Namespace + "/" + req.Name
+	if string(claim.UID) != req.UID {
+		return nil, fmt.Errorf("%w: %s has UID %s, the kubelet asked for %s (deleted and recreated?)", ErrClaimNotUsable, id, claim.UID, req.UID)
+	}
+	alloc := claim.Status.Allocation
+	if alloc == nil {
+		return nil, fmt.Errorf("%w: %s is not allocated", ErrClaimNotUsable, id)
+	}
+	if !selectsNode(alloc, a.cfg.NodeName) {
+		return nil, fmt.Errorf("%w: %s is allocated to another node, not %s", ErrClaimNotUsable, id, a.cfg.NodeName)
+	}
+	var hosted []string
+	for _, r := range alloc.Devices.Results {
+		if a.driver(r.Driver) != nil && !slices.Contains(hosted, r.Driver) {
+			hosted = append(hosted, r.Driver)
+		}
+	}
+	slices.Sort(hosted)
+	if !slices.Contains(hosted, driverName) {
+		return nil, fmt.Errorf("%w: %s has no devices of driver %s", ErrClaimNotUsable, id, driverName)
+	}
+	return hosted, nil
+}
+
+// selectsNode checks the allocation's node selector as far as it names
+// nodes (matchFields on metadata.name, how the scheduler pins node-local
+// devices). Label expressions need the Node object and are the scheduler's
+// business; a selector made only of them is accepted.
+func selectsNode(alloc *resourcev1.AllocationResult, node string) bool {
+	if alloc.NodeSelector == nil {
+		return true
+	}
+	named := false
+	for _, term := range alloc.NodeSelector.NodeSelectorTerms {
+		for _, f := range term.MatchFields {
+			if f.Key != "metadata.name" {
+				continue
+			}
+			named = true
+			if f.Operator == "In" && slices.Contains(f.Values, node) {
+				return true
+			}
+		}
+	}
+	return !named
+}
+
+// prepareDriver calls one plugin for the claim and writes its CDI spec.
+func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceClaim, driverName string) ([]claimcache.Device, error) {
+	d := a.driver(driverName)
+	pc := pluginmgr.Claim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
+	alloc := claim.Status.Allocation
+	for _, r := range alloc.Devices.Results {
+		if r.Driver == driverName {
+			pc.Results = append(pc.Results, r)
+		}
+	}
+	// Class configurations first, then the claim's: later ones win.
+	for _, src := range []resourcev1.AllocationConfigSource{resourcev1.AllocationConfigSourceClass, resourcev1.AllocationConfigSourceClaim} {
+		for _, c := range alloc.Devices.Config {
+			if c.Source == src && c.Opaque != nil && c.Opaque.Driver == driverName {
+				pc.Configs = append(pc.Configs, c)
+			}
+		}
+	}
+	results, err := d.plugin.Prepare(ctx, []pluginmgr.Claim{pc})
+	if err != nil {
+		return nil, fmt.Errorf("driver %s: prepare: %w", driverName, err)
+	}
+	if len(results) != 1 {
+		return nil, fmt.Errorf("driver %s: prepare returned %d results for 1 claim", driverName, len(results))
+	}
+	if results[0].Err != nil {
+		return nil, fmt.Errorf("driver %s: %w", driverName, results[0].Err)
+	}
+	spec, devices, err := buildSpec(driverName, string(claim.UID), results[0].Devices, pc.Results)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := a.specs.Write(spec, string(claim.UID)); err != nil {
+		return nil, fmt.Errorf("driver %s: %w", driverName, err)
+	}
+	return devices, nil
+}
+
+// buildSpec turns a plugin's prepared devices into the claim's CDI spec for
+// the driver, with one CDI device per prepared device named
+// "<claim UID>-<device>" (plus the pool when two pools share a device name).
+func buildSpec(driverName, claimUID string, prepared []pluginmgr.PreparedDevice, results []resourcev1.DeviceRequestAllocationResult) (*cdi.Spec, []claimcache.Device, error) {
+	kind := driverName + "/" + CDIClass
+	spec := &cdi.Spec{Kind: kind}
+	count := map[string]int{}
+	for _, p := range prepared {
+		count[p.Device]++
+	}
+	var devices []claimcache.Device
+	for _, p := range prepared {
+		name := claimUID + "-" + p.Device
+		if count[p.Device] > 1 {
+			name = claimUID + "-" + strings.ReplaceAll(p.Pool, "/", "_") + "-" + p.Device
+		}
+		if err := cdi.ValidateDeviceName(name); err != nil {
+			return nil, nil, fmt.Errorf("driver %s: device %s/%s: %w", driverName, p.Pool, p.Device, err)
+		}
+		spec.Devices = append(spec.Devices, cdi.Device{Name: name, ContainerEdits: convertEdits(p.Edits)})
+		dev := claimcache.Device{
+			Pool: p.Pool, Device: p.Device, Requests: p.Requests,
+			CDIDeviceIDs: []string{cdi.QualifiedName(driverName, CDIClass, name)},
+		}
+		for _, r := range results {
+			if r.Pool == p.Pool && r.Device == p.Device && r.ShareID != nil {
+				dev.ShareID = string(*r.ShareID)
+			}
+		}
+		devices = append(devices, dev)
+	}
+	spec.Version = cdi.MinimumVersion(spec)
+	return spec, devices, nil
+}
+
+func convertEdits(e pluginmgr.ContainerEdits) cdi.ContainerEdits {
+	out := cdi.ContainerEdits{Env: e.Env}
+	for _, n := range e.DeviceNodes {
+		dn := cdi.DeviceNode{Path: n.Path, HostPath: n.HostPath, Type: n.Type, Major: n.Major, Minor: n.Minor,
+			Permissions: n.Permissions, UID: n.UID, GID: n.GID}
+		if n.FileMode != nil {
+			m := os.FileMode(*n.FileMode)
+			dn.FileMode = &m
+		}
+		out.DeviceNodes = append(out.DeviceNodes, dn)
+	}
+	for _, m := range e.Mounts {
+		out.Mounts = append(out.Mounts, cdi.Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath, Type: m.Type, Options: m.Options})
+	}
+	for _, h := range e.Hooks {
+		hk := cdi.Hook{HookName: h.HookName, Path: h.Path, Args: h.Args, Env: h.Env}
+		if h.Timeout != nil {
+			t := int(*h.Timeout)
+			hk.Timeout = &t
+		}
+		out.Hooks = append(out.Hooks, hk)
+	}
+	return out
+}
+
+// ensureSpecs recreates the CDI specs of a prepared claim that went missing
+// (someone cleaned /var/run/cdi): the plugins' Prepare is idempotent, so
+// asking again gives the same edits, and the device names are derived from
+// the claim, so the recorded CDI IDs stay right.
+func (a *Agent) ensureSpecs(ctx context.Context, e claimcache.Entry) error {
+	var claim *resourcev1.ResourceClaim
+	for driverName := range e.Drivers {
+		path := filepath.Join(a.cfg.CDI.Dir, cdi.TransientSpecFileName(driverName, CDIClass, e.Claim.UID))
+		if _, err := os.Stat(path); err == nil {
+			continue
+		}
+		if a.driver(driverName) == nil {
+			return fmt.Errorf("claim %s: driver %s is recorded but not configured", e.Claim, driverName)
+		}
+		if claim == nil {
+			c, err := a.claims.GetClaim(ctx, e.Claim.Namespace, e.Claim.Name)
+			if err != nil {
+				return fmt.Errorf("claim %s: recreating its missing CDI spec: %w", e.Claim, err)
+			}
+			if string(c.UID) != e.Claim.UID || c.Status.Allocation == nil {
+				return fmt.Errorf("%w: claim %s: recreating its missing CDI spec: the API has UID %s, allocated %v", ErrClaimNotUsable, e.Claim, c.UID, c.Status.Allocation != nil)
+			}
+			claim = c
+		}
+		logr.FromContextOrDiscard(ctx).Info("Recreating missing CDI spec", "path", path)
+		if _, err := a.prepareDriver(ctx, claim, driverName); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func devicesOf(e claimcache.Entry, driverName string) []PreparedDevice {
+	var out []PreparedDevice
+	for _, d := range e.Drivers[driverName] {
+		out = append(out, PreparedDevice{Pool: d.Pool, Device: d.Device, Requests: d.Requests, ShareID: d.ShareID, CDIDeviceIDs: d.CDIDeviceIDs})
+	}
+	return out
+}
+
+// Unprepare undoes a claim from the record alone (no API server needed):
+// record UnprepareStarted, hand each plugin what it prepared, remove the CDI
+// specs, drop the record. An unknown UID succeeds. A claim left in
+// PrepareStarted is rolled back by asking every plugin of this agent.
+func (a *Agent) Unprepare(ctx context.Context, uid string) error {
+	if uid == "" {
+		return fmt.Errorf("%w: empty claim UID", ErrClaimNotUsable)
+	}
+	unlock := a.locks.lock(uid)
+	defer unlock()
+	return a.unprepareLocked(ctx, uid)
+}
+
+func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
+	e, err := a.cache.StartUnprepare(uid)
+	if errors.Is(err, claimcache.ErrNotFound) {
+		logr.FromContextOrDiscard(ctx).V(2).Info("Claim not recorded, nothing to unprepare", "claimUID", uid)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("recording claim %s as being unprepared: %w", uid, err)
+	}
+	drivers := e.Drivers
+	if len(drivers) == 0 {
+		// Interrupted before anything was recorded: any plugin may have
+		// prepared part of it.
+		drivers = map[string][]claimcache.Device{}
+		for _, n := range a.Drivers() {
+			drivers[n] = nil
+		}
+	}
+	names := make([]string, 0, len(drivers))
+	for n := range drivers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		d := a.driver(name)
+		if d == nil {
+			return fmt.Errorf("claim %s: driver %s prepared it but is not configured any more; the record is kept", e.Claim, name)
+		}
+		pc := pluginmgr.PreparedClaim{UID: types.UID(uid), Namespace: e.Claim.Namespace, Name: e.Claim.Name}
+		for _, dev := range drivers[name] {
+			pc.Devices = append(pc.Devices, pluginmgr.PreparedDevice{Pool: dev.Pool, Device: dev.Device, Requests: dev.Requests})
+		}
+		res, err := d.plugin.Unprepare(ctx, []pluginmgr.PreparedClaim{pc})
+		if err != nil {
+			return fmt.Errorf("driver %s: unprepare: %w", name, err)
+		}
+		if len(res) == 1 && res[0].Err != nil {
+			return fmt.Errorf("driver %s: %w", name, res[0].Err)
+		}
+		if err := a.specs.Remove(name, CDIClass, uid); err != nil {
+			return fmt.Errorf("driver %s: %w", name, err)
+		}
+	}
+	if err := a.cache.Remove(uid); err != nil {
+		return fmt.Errorf("dropping claim %s from the record: %w", uid, err)
+	}
+	logr.FromContextOrDiscard(ctx).Info("Claim unprepared", "claimUID", uid, "drivers", names)
+	return nil
+}
+
+// finishInterrupted completes unprepares a crash interrupted. Claims left in
+// PrepareStarted wait for the kubelet's next call (Prepare finishes them,
+// Unprepare rolls them back).
+func (a *Agent) finishInterrupted(ctx context.Context) {
+	for _, e := range a.cache.List() {
+		if e.State != claimcache.UnprepareStarted {
+			continue
+		}
+		log := a.log.WithValues("claimUID", e.Claim.UID, "claim", e.Claim.Namespace+"/"+e.Claim.Name)
+		if err := a.Unprepare(logr.NewContext(ctx, log), e.Claim.UID); err != nil {
+			log.Error(err, "Finishing an interrupted unprepare; the kubelet's next call retries")
+		}
+	}
+}
+
+// sweepSpecs removes CDI specs of this agent's drivers for claims that are
+// not recorded (left by a crash between writing the spec and recording).
+func (a *Agent) sweepSpecs() {
+	recorded := map[string]bool{}
+	for _, e := range a.cache.List() {
+		recorded[e.Claim.UID] = true
+	}
+	for _, name := range a.Drivers() {
+		removed, err := a.specs.Sweep(name, CDIClass, func(uid string) bool { return recorded[uid] })
+		if err != nil {
+			a.log.Error(err, "Sweeping CDI specs", "driver", name)
+		}
+		if len(removed) > 0 {
+			a.log.Info("Removed CDI specs of unrecorded claims", "driver", name, "files", removed)
+		}
+	}
+}
