@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,10 +45,11 @@ func startProcess(name, binary string, args []string, dir string, stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid: true,
 		// If the test binary dies without Stop (a panic, a -timeout), the
-		// children must not keep running on a shared machine.
+		// children must not keep running on a shared machine. The signal
+		// comes when the forking thread ends, hence spawn.
 		Pdeathsig: syscall.SIGKILL,
 	}
-	if err := cmd.Start(); err != nil {
+	if err := spawn(cmd); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("envtest: starting %s (%s): %w", name, binary, err)
 	}
@@ -58,6 +60,36 @@ func startProcess(name, binary string, args []string, dir string, stdout, stderr
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// spawnRequests feeds the one goroutine that starts every child process.
+// It holds its OS thread for the life of the program: Linux sends Pdeathsig
+// when the thread that forked a child exits, not the process, and an
+// ordinary goroutine's thread can end (when some goroutine locked to it
+// returns) while the children are still wanted.
+var (
+	spawnOnce     sync.Once
+	spawnRequests chan spawnRequest
+)
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func spawn(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		spawnRequests = make(chan spawnRequest)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the program
+			for req := range spawnRequests {
+				req.done <- req.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawnRequests <- spawnRequest{cmd: cmd, done: done}
+	return <-done
 }
 
 // exited reports whether the process has ended.
