@@ -7,6 +7,7 @@ require (
 	github.com/dranode/dranode/checkpoint v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/claimcache v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/pluginmgr v0.0.0-00010101000000-000000000000
+	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
 	github.com/hashicorp/go-hclog v1.6.3
 	google.golang.org/grpc v1.82.1
 	k8s.io/api v0.37.2
