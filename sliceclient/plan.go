@@ -314,7 +314,11 @@ func (pl *planner) plan(poolName string, dp *desiredPool, stored []*storedSlice,
 			if i >= nCounter && len(members[i]) > 0 {
 				spec.Devices = make([]resourceapi.Device, len(members[i]))
 				for k, j := range members[i] {
-					spec.Devices[k] = dp.devices[j].decode()
+					if d := dp.devices[j].dev; d != nil {
+						spec.Devices[k] = *d // shares maps; nothing writes to them
+					} else {
+						spec.Devices[k] = dp.devices[j].decode()
+					}
 				}
 			}
 			return spec
@@ -332,7 +336,8 @@ func (pl *planner) plan(poolName string, dp *desiredPool, stored []*storedSlice,
 		if pl.upToDate(cur, &canon, dp, members[i], accepted[name]) {
 			continue
 		}
-		obj := cur.obj.DeepCopy()
+		// The stored spec is replaced as a whole: copy only the metadata.
+		obj := &resourceapi.ResourceSlice{TypeMeta: cur.obj.TypeMeta, ObjectMeta: *cur.obj.ObjectMeta.DeepCopy()}
 		obj.OwnerReferences = []metav1.OwnerReference{pl.owner}
 		obj.Spec = withDevices()
 		keepTaintTimes(obj.Spec.Devices, cur.obj.Spec.Devices)
