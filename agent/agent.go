@@ -510,4 +510,3 @@ func (k *keyedLocks) lock(key string) func() {
 		k.mu.Unlock()
 	}
 }
-
