@@ -285,7 +285,18 @@ func decodeError(err error) error {
 	msg := err.Error()
 	var de *mapstructure.DecodeError
 	if errors.As(err, &de) {
-		return &ConfigError{Key: de.Name(), Reason: de.Unwrap().Error()}
+		reason := de.Unwrap().Error()
+		if keys, ok := strings.CutPrefix(reason, "has invalid keys: "); ok {
+			var full []string
+			for _, k := range strings.Split(keys, ", ") {
+				if de.Name() != "" {
+					k = de.Name() + "." + k
+				}
+				full = append(full, k)
+			}
+			return &ConfigError{Key: strings.Join(full, ", "), Reason: "unknown key (keys are matched without case)"}
+		}
+		return &ConfigError{Key: de.Name(), Reason: reason}
 	}
 	if i := strings.Index(msg, "invalid keys: "); i >= 0 {
 		return &ConfigError{Key: strings.TrimSpace(msg[i+len("invalid keys: "):]), Reason: "unknown key"}
