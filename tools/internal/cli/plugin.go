@@ -81,8 +81,9 @@ func pluginCommand() *command {
 			long: `Starts BINARY as the agent would (go-plugin handshake, Configure with the
 driver's config section, Info), waits for its first inventory, then prepares and
 unprepares a claim on its first device. --config is the driver's config section
-(JSON or YAML), or an agent configuration with a "plugins:" list, whose entry
-for this binary (by path or name; the only one if there is one) is used.`,
+(JSON or YAML), or an agent configuration (plugins.drivers, or a plugins list),
+whose entry for this binary (by path or name; the only one if there is one) is
+used.`,
 			flags: func(fs *flag.FlagSet) func(*env, []string) error {
 				out := outputFlag(fs)
 				config := fs.String("config", "", "driver config section or agent config file (JSON or YAML)")
@@ -223,6 +224,14 @@ func loadPluginConfig(path, binary string) (json.RawMessage, []string, error) {
 	list, ok := top["plugins"]
 	if !ok {
 		return js, nil, nil
+	}
+	// The agent's configuration nests the list under plugins.drivers;
+	// examples/config/gpu-plugin.yaml has it directly under plugins.
+	var nested struct {
+		Drivers json.RawMessage `json:"drivers"`
+	}
+	if json.Unmarshal(list, &nested) == nil && nested.Drivers != nil {
+		list = nested.Drivers
 	}
 	var plugins []struct {
 		Name   string          `json:"name"`

@@ -34,9 +34,14 @@ func TestPluginCheck(t *testing.T) {
 	if err := os.WriteFile(driverConfig, []byte("driverName: gpu.example.com\nnumDevices: 3\ndevRoot: "+filepath.Join(dir, "dev")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The agent-config form, as examples/config/gpu-plugin.yaml has it.
+	// The list form, as examples/config/gpu-plugin.yaml has it.
+	listConfig := filepath.Join(dir, "list.yaml")
+	if err := os.WriteFile(listConfig, []byte("plugins:\n- name: other\n  path: /opt/other\n  config: {}\n- name: gpu\n  path: "+gpu+"\n  config:\n    driverName: gpu.example.com\n    numDevices: 5\n    devRoot: "+filepath.Join(dir, "dev2")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The agent's own configuration shape (plugins.drivers).
 	agentConfig := filepath.Join(dir, "agent.yaml")
-	if err := os.WriteFile(agentConfig, []byte("plugins:\n- name: other\n  path: /opt/other\n  config: {}\n- name: gpu\n  path: "+gpu+"\n  config:\n    driverName: gpu.example.com\n    numDevices: 5\n    devRoot: "+filepath.Join(dir, "dev2")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(agentConfig, []byte("nodeName: x\nplugins:\n  drivers:\n  - name: gpu\n    path: "+gpu+"\n    config:\n      driverName: gpu.example.com\n      numDevices: 4\n      devRoot: "+filepath.Join(dir, "dev3")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -49,7 +54,8 @@ func TestPluginCheck(t *testing.T) {
 		failedCheck string
 	}{
 		{name: "example gpu plugin, driver config", args: []string{gpu, "--config", driverConfig}, passed: true, devices: 3},
-		{name: "example gpu plugin, agent config", args: []string{gpu, "--config", agentConfig}, passed: true, devices: 5},
+		{name: "example gpu plugin, plugins list", args: []string{gpu, "--config", listConfig}, passed: true, devices: 5},
+		{name: "example gpu plugin, agent config", args: []string{gpu, "--config", agentConfig}, passed: true, devices: 4},
 		{name: "broken plugin", args: []string{broken}, code: 1, failedCheck: "Info is valid"},
 	}
 	for _, tt := range tests {
