@@ -7,6 +7,7 @@ require (
 	github.com/dranode/dranode/claimcache v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/pluginmgr v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/sliceclient v0.0.0-00010101000000-000000000000
+	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.3
 	github.com/go-viper/mapstructure/v2 v2.4.0
 	github.com/hashicorp/go-hclog v1.6.3
