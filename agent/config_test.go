@@ -160,3 +160,37 @@ func TestConfigYAMLRoundTrip(t *testing.T) {
 		t.Errorf("print, load, print differs:\n%s\n---\n%s", a, b)
 	}
 }
+
+// The shipped example configurations must load (after the substitutions
+// `make run` and the comments describe).
+func TestExampleConfigsLoad(t *testing.T) {
+	digest := strings.Repeat("ab", 32)
+	for _, tt := range []struct{ file, replace string }{
+		{"../examples/config/standalone.yaml", ""},
+		{"../examples/config/gpu-plugin.yaml", ""},
+	} {
+		t.Run(filepath.Base(tt.file), func(t *testing.T) {
+			data, err := os.ReadFile(tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := strings.NewReplacer("@RUN@", "/tmp/run", "@BIN@", "/tmp/bin", "@CLAIMS@", "/tmp/claims",
+				"@GPU_SHA256@", digest, "<output of sha256sum>", digest).Replace(string(data))
+			cfg, err := LoadConfig(flags(t, "--config", writeFile(t, s)), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.Plugins.Drivers) != 1 || cfg.Plugins.Drivers[0].Config["driverName"] != "gpu.example.com" {
+				t.Errorf("drivers: %+v", cfg.Plugins.Drivers)
+			}
+		})
+	}
+	// The sample claim decodes strictly and is allocated to the standalone node.
+	c, err := ReadClaimFile("../examples/config/claims/gpu-claim.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Status.Allocation == nil || !selectsNode(c.Status.Allocation, "dranode-dev") {
+		t.Errorf("sample claim not allocated to dranode-dev: %+v", c.Status)
+	}
+}
