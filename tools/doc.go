@@ -1,5 +1,6 @@
-// Package tools holds dranode's operator tooling (the dranodectl command) and
-// test environments.
+// Package tools is the root of dranode's operator tooling module: the
+// dranodectl command (cmd/dranodectl, implemented in internal/cli) and, in
+// the nested module tools/envtest, the real control plane tests run against.
 //
-// The module is filled in by later issues; it has no functionality yet.
+// The package itself holds no code; see README.md for every subcommand.
 package tools

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
+	"slices"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,6 +194,20 @@ func TestKubeletPrepareUnprepareAgainstAgent(t *testing.T) {
 		if !defined[id] {
 			t.Errorf("CDI device %s is in no spec of %s (%v)", id, a.cdiDir, defined)
 		}
+	}
+
+	// The agent's claim record, read while the agent runs, holds the claim
+	// as Prepared with the same CDI IDs.
+	record := filepath.Join(a.stateDir, "claims.record")
+	ir := dranodectl(t, "checkpoint", "inspect", record, "-o", "json")
+	wantCode(t, ir, 0)
+	var stored struct {
+		State   string
+		Drivers []struct{ Devices []struct{ CDIDeviceIDs []string } }
+	}
+	if raw := mustJSON[checkpointReport](t, ir).Journal.State[a.claimUID]; json.Unmarshal(raw, &stored) != nil || stored.State != "Prepared" ||
+		len(stored.Drivers) != 1 || len(stored.Drivers[0].Devices) != 1 || !slices.Equal(stored.Drivers[0].Devices[0].CDIDeviceIDs, dev.CDIDeviceIDs) {
+		t.Errorf("claim record holds %s, want the claim Prepared with %v", raw, dev.CDIDeviceIDs)
 	}
 
 	// Preparing again is answered from the agent's record: same devices.
