@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -277,13 +278,14 @@ type storedSlice struct {
 // matches what is expected.
 type observer struct {
 	mu      sync.Mutex
-	slices  map[string]*storedSlice
+	slices  map[string]*storedSlice // by name
+	byNode  map[string]map[string]*storedSlice
 	last    time.Time // when the latest event arrived
 	changed chan struct{}
 }
 
 func newObserver(ctx context.Context, c kubernetes.Interface, driver string) (*observer, error) {
-	o := &observer{slices: map[string]*storedSlice{}, changed: make(chan struct{})}
+	o := &observer{slices: map[string]*storedSlice{}, byNode: map[string]map[string]*storedSlice{}, changed: make(chan struct{})}
 	sel := fields.Set{resourceapi.ResourceSliceSelectorDriver: driver}.String()
 	w, err := o.relist(ctx, c, sel)
 	if err != nil {
@@ -295,6 +297,9 @@ func newObserver(ctx context.Context, c kubernetes.Interface, driver string) (*o
 			// The server ends watches (a timeout, a slow watcher): list
 			// again and go on from there.
 			for {
+				if ctx.Err() != nil {
+					return
+				}
 				if w, err = o.relist(ctx, c, sel); err == nil {
 					break
 				}
@@ -312,6 +317,7 @@ func (o *observer) relist(ctx context.Context, c kubernetes.Interface, sel strin
 	}
 	o.mu.Lock()
 	o.slices = map[string]*storedSlice{}
+	o.byNode = map[string]map[string]*storedSlice{}
 	for i := range list.Items {
 		o.putLocked(&list.Items[i])
 	}
@@ -331,7 +337,7 @@ func (o *observer) consume(w watch.Interface) {
 		}
 		o.mu.Lock()
 		if ev.Type == watch.Deleted {
-			delete(o.slices, s.Name)
+			o.removeLocked(s.Name)
 		} else {
 			o.putLocked(s)
 		}
@@ -354,7 +360,27 @@ func (o *observer) putLocked(s *resourceapi.ResourceSlice) {
 		b, _ := s.Spec.Devices[i].Marshal()
 		ss.devices[s.Spec.Devices[i].Name] = string(b)
 	}
+	o.removeLocked(s.Name)
 	o.slices[s.Name] = ss
+	node := nodeOf(s)
+	if o.byNode[node] == nil {
+		o.byNode[node] = map[string]*storedSlice{}
+	}
+	o.byNode[node][s.Name] = ss
+}
+
+func nodeOf(s *resourceapi.ResourceSlice) string {
+	if s.Spec.NodeName == nil {
+		return ""
+	}
+	return *s.Spec.NodeName
+}
+
+func (o *observer) removeLocked(name string) {
+	if old := o.slices[name]; old != nil {
+		delete(o.byNode[nodeOf(old.obj)], name)
+		delete(o.slices, name)
+	}
 }
 
 type expectation struct {
@@ -379,10 +405,7 @@ func (o *observer) matchesLocked(e *expectation) bool {
 	var gen, count int64 = -1, 0
 	n := 0
 	seen := 0
-	for _, s := range o.slices {
-		if s.obj.Spec.NodeName == nil || *s.obj.Spec.NodeName != e.node {
-			continue
-		}
+	for _, s := range o.byNode[e.node] {
 		if e.notUIDs[string(s.obj.UID)] {
 			return false
 		}
@@ -561,7 +584,9 @@ func run(rounds, nNodes, slowWipeRounds int) error {
 					return &upPub{c: client, driver: im.driver, syncDelay: &zero}
 				}
 			}
-			obs, err := newObserver(ctx, admin, im.driver)
+			obsCtx, stopObserver := context.WithCancel(ctx)
+			defer stopObserver() // the ones of earlier rounds are stopped below already
+			obs, err := newObserver(obsCtx, admin, im.driver)
 			if err != nil {
 				return err
 			}
@@ -579,6 +604,7 @@ func run(rounds, nNodes, slowWipeRounds int) error {
 				return fmt.Errorf("%s many nodes round %d: %w", im.name, r, err)
 			}
 			results = append(results, mn...)
+			stopObserver()
 			fmt.Fprintf(os.Stderr, "round %d %s done\n", r, im.name)
 		}
 	}
@@ -714,6 +740,9 @@ func scenarios(ctx context.Context, im impl, newPub func() publisher, cnt *count
 	for i := range copies {
 		copies[i] = clone(state) // the caller's copies are not the publisher's cost
 	}
+	// Start from a collected heap, so garbage of earlier scenarios does not
+	// bill this one.
+	runtime.GC()
 	before := cnt.snapshot()
 	cpu0 := cpuTime()
 	for i := range iterations {
