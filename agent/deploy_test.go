@@ -1,0 +1,217 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// helmVersion is the helm release the chart is tested with, built from the
+// Go module proxy (no binary downloads are reachable).
+const helmVersion = "v3.21.4"
+
+const chartDir = "../examples/deploy/chart/dranode"
+
+// helmBinary builds helm once into the user's cache, under a lock so that
+// parallel test binaries build it once.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			t.Fatalf("no cache directory for helm: %v", err)
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	dir := filepath.Join(cache, "dranode", "helm-"+helmVersion)
+	bin := filepath.Join(dir, "helm")
+	if fi, err := os.Stat(bin); err == nil && fi.Mode()&0o111 != 0 {
+		return bin
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if _, err := os.Stat(bin); err == nil {
+		return bin // built by another process while we waited
+	}
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	t.Logf("building helm %s into %s (once; a few minutes)", helmVersion, dir)
+	cmd := exec.Command("go", "install", "-p", "1", "helm.sh/helm/v3/cmd/helm@"+helmVersion)
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOBIN="+tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building helm %s from the module proxy failed: %v\n%s", helmVersion, err, out)
+	}
+	if err := os.Rename(filepath.Join(tmp, "helm"), bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+func runHelm(t *testing.T, args ...string) []byte {
+	t.Helper()
+	home := t.TempDir()
+	cmd := exec.Command(helmBinary(t), args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return out
+}
+
+func TestHelmLint(t *testing.T) {
+	out := runHelm(t, "lint", "--strict", chartDir)
+	if !strings.Contains(string(out), "0 chart(s) failed") {
+		t.Errorf("helm lint:\n%s", out)
+	}
+}
+
+// TestHelmTemplate renders the chart and checks that every object decodes
+// strictly as its Kubernetes type and that the pieces agree: the agent
+// configuration in the ConfigMap loads, and the DaemonSet mounts the host
+// paths it names.
+func TestHelmTemplate(t *testing.T) {
+	out := runHelm(t, "template", "rel", chartDir, "--namespace", "dranode")
+	kinds := map[string]int{}
+	var ds appsv1.DaemonSet
+	var cm corev1.ConfigMap
+	var role rbacv1.ClusterRole
+	for i, doc := range strings.Split(string(out), "\n---") {
+		if strings.TrimSpace(stripComments(doc)) == "" {
+			continue
+		}
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("document %d: %v\n%s", i, err, doc)
+		}
+		var obj any
+		switch meta.Kind {
+		case "DaemonSet":
+			obj = &ds
+		case "ConfigMap":
+			obj = &cm
+		case "ClusterRole":
+			obj = &role
+		case "ServiceAccount":
+			obj = &corev1.ServiceAccount{}
+		case "ClusterRoleBinding":
+			obj = &rbacv1.ClusterRoleBinding{}
+		case "DeviceClass":
+			obj = &resourcev1.DeviceClass{}
+		default:
+			t.Fatalf("document %d: unexpected kind %q", i, meta.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatalf("%s does not decode strictly: %v\n%s", meta.Kind, err, doc)
+		}
+		kinds[meta.Kind]++
+	}
+	for _, k := range []string{"DaemonSet", "ConfigMap", "ClusterRole", "ServiceAccount", "ClusterRoleBinding", "DeviceClass"} {
+		if kinds[k] != 1 {
+			t.Errorf("%d objects of kind %s, want 1", kinds[k], k)
+		}
+	}
+
+	// The configuration the DaemonSet hands the agent must load.
+	file := writeFile(t, cm.Data["agent.yaml"])
+	cfg, err := LoadConfig(flags(t, "--config", file), []string{"DRANODE_NODENAME=node-1"})
+	if err != nil {
+		t.Fatalf("chart's agent configuration: %v\n%s", err, cm.Data["agent.yaml"])
+	}
+	mounts := map[string]string{}
+	hostPaths := map[string]string{}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	for _, m := range ds.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if hp, ok := hostPaths[m.Name]; ok {
+			if hp != m.MountPath {
+				t.Errorf("volume %s: host path %s mounted at %s (socket paths the kubelet sees would differ)", m.Name, hp, m.MountPath)
+			}
+			mounts[m.MountPath] = m.Name
+		}
+	}
+	for key, path := range map[string]string{"kubelet.registryDir": cfg.Kubelet.RegistryDir, "kubelet.pluginsDir": cfg.Kubelet.PluginsDir, "cdi.dir": cfg.CDI.Dir, "stateDir": cfg.StateDir} {
+		if _, ok := mounts[path]; !ok {
+			t.Errorf("%s = %s is not a host path mount of the DaemonSet", key, path)
+		}
+	}
+
+	// Least privilege: claims are only read.
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "resourceclaims") && !slices.Equal(r.Verbs, []string{"get", "list", "watch"}) {
+			t.Errorf("resourceclaims verbs %v, want get/list/watch", r.Verbs)
+		}
+		if slices.Contains(r.Resources, "nodes") && !slices.Equal(r.Verbs, []string{"get"}) {
+			t.Errorf("nodes verbs %v, want get", r.Verbs)
+		}
+		if slices.Contains(r.Resources, "*") || slices.Contains(r.Verbs, "*") {
+			t.Errorf("wildcard rule %+v", r)
+		}
+	}
+}
+
+func stripComments(doc string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			fmt.Fprintln(&b, line)
+		}
+	}
+	return b.String()
+}
+
+func TestDeploySamplesDecode(t *testing.T) {
+	for file, obj := range map[string]any{
+		"../examples/deploy/samples/gpu-claim-template.yaml": &resourcev1.ResourceClaimTemplate{},
+		"../examples/deploy/samples/gpu-pod.yaml":            &corev1.Pod{},
+	} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(data, obj); err != nil {
+			t.Errorf("%s: %v", file, err)
+		}
+	}
+	var tmpl resourcev1.ResourceClaimTemplate
+	data, _ := os.ReadFile("../examples/deploy/samples/gpu-claim-template.yaml")
+	_ = yaml.Unmarshal(data, &tmpl)
+	var pod corev1.Pod
+	data, _ = os.ReadFile("../examples/deploy/samples/gpu-pod.yaml")
+	_ = yaml.Unmarshal(data, &pod)
+	if len(pod.Spec.ResourceClaims) != 1 || pod.Spec.ResourceClaims[0].ResourceClaimTemplateName == nil || *pod.Spec.ResourceClaims[0].ResourceClaimTemplateName != tmpl.Name {
+		t.Errorf("the sample pod does not use the sample template %q: %+v", tmpl.Name, pod.Spec.ResourceClaims)
+	}
+}
