@@ -3,10 +3,10 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"slices"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -203,7 +203,9 @@ func TestKubeletPrepareUnprepareAgainstAgent(t *testing.T) {
 	wantCode(t, ir, 0)
 	var stored struct {
 		State   string
-		Drivers []struct{ Devices []struct{ CDIDeviceIDs []string } }
+		Drivers []struct {
+			Devices []struct{ CDIDeviceIDs []string }
+		}
 	}
 	if raw := mustJSON[checkpointReport](t, ir).Journal.State[a.claimUID]; json.Unmarshal(raw, &stored) != nil || stored.State != "Prepared" ||
 		len(stored.Drivers) != 1 || len(stored.Drivers[0].Devices) != 1 || !slices.Equal(stored.Drivers[0].Devices[0].CDIDeviceIDs, dev.CDIDeviceIDs) {
