@@ -93,7 +93,7 @@ func runCDIParse(e *env, args []string, format string) error {
 	if err != nil {
 		return fmt.Errorf("cdi parse: %w", err)
 	}
-	return print(e.stdout, format, &cdiName{Name: args[0], Vendor: vendor, Class: class, Device: name, Kind: vendor + "/" + class})
+	return render(e.stdout, format, &cdiName{Name: args[0], Vendor: vendor, Class: class, Device: name, Kind: vendor + "/" + class})
 }
 
 // specResult is one spec file's verdict.
@@ -168,7 +168,7 @@ func runCDIValidate(e *env, args []string, format string) error {
 		}
 		rep.Specs = append(rep.Specs, res)
 	}
-	if err := print(e.stdout, format, rep); err != nil {
+	if err := render(e.stdout, format, rep); err != nil {
 		return err
 	}
 	if rep.Invalid > 0 {
@@ -291,7 +291,7 @@ func runCDISweep(e *env, dir, kind, keepList string, apply bool, format string) 
 		rep.Removed, err = sweepCandidates(dir, vendor, class, keepFn)
 	}
 	slices.Sort(rep.Removed)
-	if perr := print(e.stdout, format, rep); perr != nil && err == nil {
+	if perr := render(e.stdout, format, rep); perr != nil && err == nil {
 		err = perr
 	}
 	if err != nil {

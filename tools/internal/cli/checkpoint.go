@@ -115,7 +115,7 @@ func runCheckpointRead(e *env, args []string, format string, contents bool) erro
 		if err != nil {
 			rep.Checksum = "FAILED"
 		}
-		if perr := print(e.stdout, format, rep); perr != nil && err == nil {
+		if perr := render(e.stdout, format, rep); perr != nil && err == nil {
 			err = perr
 		}
 	}
@@ -428,10 +428,18 @@ func runCheckpointMigrate(e *env, args []string, format string) error {
 	}
 	out := &migrateReport{Path: dir, Kind: rep.Kind, FromVersion: rep.Version, ToVersion: rep.Supported, Claims: len(rep.Journal.State)}
 	if len(rep.Journal.Versions) == 1 && rep.Journal.Versions[0] == rep.Supported {
-		return print(e.stdout, format, out) // already current: no backup, nothing written
+		return render(e.stdout, format, out) // already current: no backup, nothing written
+	}
+	release, err := holdJournalLock(filepath.Join(dir, "lock"))
+	if err != nil {
+		return fmt.Errorf("checkpoint migrate refused, nothing changed: %w", err)
 	}
 	backup := fmt.Sprintf("%s.bak-%s", filepath.Clean(dir), time.Now().UTC().Format("20060102T150405.000000000Z"))
-	if err := copyDirDurably(dir, backup); err != nil {
+	err = copyDirDurably(dir, backup)
+	// claimcache.Open takes the lock itself; a writer that starts in
+	// between makes it fail with ErrLocked, and the record stays as it was.
+	release()
+	if err != nil {
 		return fmt.Errorf("checkpoint migrate: backup: %w", err)
 	}
 	out.Backup = backup
@@ -457,7 +465,7 @@ func runCheckpointMigrate(e *env, args []string, format string) error {
 		return fmt.Errorf("checkpoint migrate: record still holds versions %v after migration (backup kept at %s)", after.Journal.Versions, backup)
 	}
 	out.Changed, out.Claims = true, n
-	return print(e.stdout, format, out)
+	return render(e.stdout, format, out)
 }
 
 // copyDirDurably copies the regular files of src (not the lock file) into the

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dranode/dranode/checkpoint/kubeletcompat"
@@ -313,6 +314,17 @@ func TestCheckpointMigrateRefuses(t *testing.T) {
 			f.Write(mustFrame([]byte("P\x01k\x02{}")))
 			f.Close()
 		}, []string{"refused, nothing changed", "corrupt"}},
+		{"record held by a running writer", func(t *testing.T, dir string) {
+			copyTree(t, format0Journal, dir)
+			f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+		}, []string{"refused, nothing changed", "stop the agent first"}},
 		{"not a dranode record", func(t *testing.T, dir string) {
 			os.MkdirAll(dir, 0o755)
 			b, _ := os.ReadFile(filepath.Join(kubeletTestdata, "dra_manager_state/one-claim"))

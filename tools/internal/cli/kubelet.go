@@ -136,7 +136,7 @@ driver announced and calls the DRA v1 service for every --claim.`,
 					if err != nil {
 						return fmt.Errorf("kubelet %s: %w", op, err)
 					}
-					if err := print(e.stdout, *out, rep); err != nil {
+					if err := render(e.stdout, *out, rep); err != nil {
 						return err
 					}
 					var failed []string

@@ -39,9 +39,9 @@ type tabler interface {
 	table(w *tabwriter.Writer)
 }
 
-// print writes v in the chosen format: json and yaml from v's JSON encoding,
+// render writes v in the chosen format: json and yaml from v's JSON encoding,
 // table from v.table.
-func print(w io.Writer, format string, v tabler) error {
+func render(w io.Writer, format string, v tabler) error {
 	switch format {
 	case formatJSON:
 		b, err := json.MarshalIndent(v, "", "  ")

@@ -142,7 +142,7 @@ func runPluginCheck(e *env, binary, configPath, node string, timeout time.Durati
 		rep.Devices += len(pool.Devices)
 	}
 	rep.Checks, rep.Passed = classify(rec)
-	if err := print(e.stdout, format, rep); err != nil {
+	if err := render(e.stdout, format, rep); err != nil {
 		return err
 	}
 	if !rep.Passed {

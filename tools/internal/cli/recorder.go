@@ -46,6 +46,11 @@ func (r *recorder) run(check func(testing.TB)) {
 		defer close(done)
 		completed := false
 		defer func() {
+			// A check that panics fails, with the panic as its message,
+			// instead of taking the CLI down with it.
+			if v := recover(); v != nil {
+				r.add(true, fmt.Sprintf("panic: %v", v))
+			}
 			if !completed {
 				r.mu.Lock()
 				r.stopped = true

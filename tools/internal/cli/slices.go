@@ -105,7 +105,7 @@ func runSlices(e *env, kubeconfig, node, driver, format string) error {
 		opts.Continue = list.Continue
 	}
 	rep := &slicesReport{Node: node, Pools: summarisePools(items)}
-	return print(e.stdout, format, rep)
+	return render(e.stdout, format, rep)
 }
 
 // summarisePools groups slices per driver and pool; only slices of a pool's
