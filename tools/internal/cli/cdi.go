@@ -15,6 +15,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// agentCDIClass is the CDI class the dranode agent gives every driver's
+// per-claim specs (agent.CDIClass): kind "<driver name>/claim". The kubelet
+// test proves the two agree against the running agent.
+const agentCDIClass = "claim"
+
 // ErrInvalidSpecs: cdi validate found at least one spec with problems.
 var ErrInvalidSpecs = errors.New("invalid CDI specs")
 
@@ -52,14 +57,22 @@ never touched.`,
 				flags: func(fs *flag.FlagSet) func(*env, []string) error {
 					out := outputFlag(fs)
 					dir := fs.String("dir", "/var/run/cdi", "CDI spec directory")
-					kind := fs.String("driver", "", "the CDI kind (vendor/class) the driver writes its specs under, e.g. example.com/gpu")
-					fs.StringVar(kind, "kind", "", "same as --driver")
+					driver := fs.String("driver", "", "DRA driver name; its specs are of kind <driver>/"+agentCDIClass+", as the dranode agent writes them")
+					kind := fs.String("kind", "", "the CDI kind (vendor/class) of the specs, for drivers that name them otherwise (instead of --driver)")
 					keep := fs.String("keep", "", "comma-separated claim UIDs whose specs stay")
 					yes := fs.Bool("yes", false, "really remove the files (default: only list them)")
 					fs.BoolVar(yes, "apply", false, "same as --yes")
 					return func(e *env, args []string) error {
 						if err := exactArgs(args); err != nil {
 							return err
+						}
+						switch {
+						case *driver != "" && *kind != "":
+							return usagef("give --driver or --kind, not both")
+						case *driver != "":
+							*kind = *driver + "/" + agentCDIClass
+						case *kind == "":
+							return usagef("--driver (or --kind) is required")
 						}
 						return runCDISweep(e, *dir, *kind, *keep, *yes, *out)
 					}
@@ -264,15 +277,9 @@ func runCDISweep(e *env, dir, kind, keepList string, apply bool, format string) 
 	if err := checkFormat(format); err != nil {
 		return err
 	}
-	if kind == "" {
-		return usagef("--driver is required: the CDI kind (vendor/class) of the driver's specs")
-	}
-	vendor, class, ok := strings.Cut(kind, "/")
-	if !ok {
-		return usagef("--driver %q: want the CDI kind vendor/class the driver writes its specs under (e.g. example.com/gpu), not a driver name", kind)
-	}
-	if _, _, err := cdi.ParseKind(kind); err != nil {
-		return fmt.Errorf("cdi sweep --driver: %w", err)
+	vendor, class, err := cdi.ParseKind(kind)
+	if err != nil {
+		return fmt.Errorf("cdi sweep: kind %q: %w", kind, err)
 	}
 	keep := map[string]bool{}
 	for _, uid := range strings.Split(keepList, ",") {
@@ -282,7 +289,6 @@ func runCDISweep(e *env, dir, kind, keepList string, apply bool, format string) 
 	}
 	keepFn := func(uid string) bool { return keep[uid] }
 	rep := &sweepReport{Dir: dir, Kind: kind, DryRun: !apply, Removed: []string{}}
-	var err error
 	if apply {
 		var removed []string
 		removed, err = cdi.SpecDir{Path: dir}.Sweep(vendor, class, keepFn)

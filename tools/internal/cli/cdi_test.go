@@ -174,7 +174,7 @@ func TestCDISweep(t *testing.T) {
 	}
 	before := treeBytes(t, dir)
 
-	dry := dranodectl(t, "cdi", "sweep", "--dir", dir, "--driver", "example.com/gpu", "--keep", "uid-keep", "-o", "json")
+	dry := dranodectl(t, "cdi", "sweep", "--dir", dir, "--kind", "example.com/gpu", "--keep", "uid-keep", "-o", "json")
 	wantCode(t, dry, 0)
 	dryRep := mustJSON[sweepReport](t, dry)
 	want := []string{paths["uid-gone-1"], paths["uid-gone-2"]}
@@ -186,7 +186,7 @@ func TestCDISweep(t *testing.T) {
 		t.Fatal("a dry run removed files")
 	}
 
-	applied := dranodectl(t, "cdi", "sweep", "--dir", dir, "--driver", "example.com/gpu", "--keep", "uid-keep", "--yes", "-o", "json")
+	applied := dranodectl(t, "cdi", "sweep", "--dir", dir, "--kind", "example.com/gpu", "--keep", "uid-keep", "--yes", "-o", "json")
 	wantCode(t, applied, 0)
 	appRep := mustJSON[sweepReport](t, applied)
 	if appRep.DryRun || !slices.Equal(appRep.Removed, dryRep.Removed) {
@@ -204,8 +204,9 @@ func TestCDISweep(t *testing.T) {
 	}
 
 	t.Run("bad flags", func(t *testing.T) {
-		wantCode(t, dranodectl(t, "cdi", "sweep", "--dir", dir), 2, "--driver is required")
-		wantCode(t, dranodectl(t, "cdi", "sweep", "--dir", dir, "--driver", "gpu.example.com"), 2, "vendor/class")
-		wantCode(t, dranodectl(t, "cdi", "sweep", "--dir", dir, "--driver", "exa mple.com/gpu"), 1, "cdi sweep --driver")
+		wantCode(t, dranodectl(t, "cdi", "sweep", "--dir", dir), 2, "--driver (or --kind) is required")
+		wantCode(t, dranodectl(t, "cdi", "sweep", "--dir", dir, "--driver", "a.com", "--kind", "a.com/b"), 2, "not both")
+		wantCode(t, dranodectl(t, "cdi", "sweep", "--dir", dir, "--kind", "gpu.example.com"), 1, `kind "gpu.example.com"`)
+		wantCode(t, dranodectl(t, "cdi", "sweep", "--dir", dir, "--driver", "exa mple.com"), 1, `kind "exa mple.com/claim"`)
 	})
 }

@@ -212,6 +212,19 @@ func TestKubeletPrepareUnprepareAgainstAgent(t *testing.T) {
 		t.Errorf("claim record holds %s, want the claim Prepared with %v", raw, dev.CDIDeviceIDs)
 	}
 
+	// The agent's spec is the driver's, as cdi sweep --driver selects it:
+	// a dry run without --keep lists exactly that file.
+	sw := dranodectl(t, "cdi", "sweep", "--dir", a.cdiDir, "--driver", "gpu.example.com", "-o", "json")
+	wantCode(t, sw, 0)
+	agentSpecs, _ := filepath.Glob(filepath.Join(a.cdiDir, "*.json"))
+	if got := mustJSON[sweepReport](t, sw).Removed; len(agentSpecs) != 1 || !slices.Equal(got, agentSpecs) {
+		t.Errorf("sweep --driver gpu.example.com lists %v; the agent wrote %v", got, agentSpecs)
+	}
+	sw = dranodectl(t, "cdi", "sweep", "--dir", a.cdiDir, "--driver", "gpu.example.com", "--keep", a.claimUID, "-o", "json")
+	if got := mustJSON[sweepReport](t, sw).Removed; len(got) != 0 {
+		t.Errorf("sweep keeping the claim lists %v", got)
+	}
+
 	// Preparing again is answered from the agent's record: same devices.
 	again := mustJSON[kubeletReport](t, dranodectl(t, "kubelet", "prepare", "--registry-dir", a.registryDir, "--driver", "gpu.example.com", "--claim", claim, "-o", "json"))
 	if len(again.Claims) != 1 || len(again.Claims[0].Devices) != 1 || strings.Join(again.Claims[0].Devices[0].CDIDeviceIDs, ",") != strings.Join(dev.CDIDeviceIDs, ",") {
