@@ -48,12 +48,13 @@ listed first.`,
 				},
 			},
 			{
-				name:  "sweep",
+				name: "sweep", usage: "--driver NAME | --kind VENDOR/CLASS [--keep UID,...] [--dir DIR] [--yes]",
 				short: "remove a driver's transient specs of claims no longer held (dry run unless --yes)",
 				long: `Lists (or with --yes removes) the files "<vendor>-<class>_<claim UID>.json" in
---dir whose kind is exactly the driver's vendor/class and whose claim UID is not
-in --keep. Other drivers' files, and files that cannot be read as a spec, are
-never touched.`,
+--dir whose kind is exactly vendor/class and whose claim UID is not in --keep.
+The dranode agent writes a driver's specs as kind <driver name>/claim, which
+--driver selects; --kind names any other vendor/class. Other drivers' files,
+and files that cannot be read as a spec, are never touched.`,
 				flags: func(fs *flag.FlagSet) func(*env, []string) error {
 					out := outputFlag(fs)
 					dir := fs.String("dir", "/var/run/cdi", "CDI spec directory")

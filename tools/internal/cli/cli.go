@@ -162,14 +162,21 @@ func leafHelp(c *command, path []string, fs *flag.FlagSet) string {
 	if c.usage != "" {
 		fmt.Fprintf(&b, " %s", c.usage)
 	}
-	b.WriteString(" [flags]\n")
+	if !strings.Contains(c.usage, "--") {
+		b.WriteString(" [flags]")
+	}
+	b.WriteString("\n")
 	if c.long != "" {
 		fmt.Fprintf(&b, "\n%s\n", strings.TrimSpace(c.long))
 	}
 	b.WriteString("\nFlags:\n")
 	fs.VisitAll(func(f *flag.Flag) {
 		name, usage := flag.UnquoteUsage(f)
-		fmt.Fprintf(&b, "  --%s %s\n      %s", f.Name, name, usage)
+		dashes := "--"
+		if len(f.Name) == 1 {
+			dashes = "-"
+		}
+		fmt.Fprintf(&b, "  %s%s %s\n      %s", dashes, f.Name, name, usage)
 		if f.DefValue != "" && f.DefValue != "false" {
 			fmt.Fprintf(&b, " (default %q)", f.DefValue)
 		}

@@ -17,7 +17,7 @@ func TestHelpEverywhere(t *testing.T) {
 			if !strings.Contains(r.stdout, "Usage:") || r.stderr != "" {
 				t.Errorf("help:\n%s\nstderr: %s", r.stdout, r.stderr)
 			}
-			if c.flags != nil && !strings.Contains(r.stdout, "--o ") {
+			if c.flags != nil && !strings.Contains(r.stdout, "  -o string") {
 				t.Errorf("%s has no -o flag:\n%s", strings.Join(path, " "), r.stdout)
 			}
 		})

@@ -104,6 +104,7 @@ func kubeletCommand() *command {
 	leaf := func(op string) *command {
 		return &command{
 			name:  op,
+			usage: "--driver NAME --claim NAMESPACE/NAME/UID [--claim ...] [--registry-dir DIR]",
 			short: fmt.Sprintf("play the kubelet: call the driver's Node%sResources for claims", strings.ToUpper(op[:1])+op[1:]),
 			long: `Finds the driver's registration socket in --registry-dir (<driver>-reg.sock, or
 any socket whose GetInfo names the driver as a DRAPlugin), calls GetInfo and

@@ -46,7 +46,7 @@ func (r *slicesReport) table(w *tabwriter.Writer) {
 
 func slicesCommand() *command {
 	return &command{
-		name:  "slices",
+		name: "slices", usage: "--node NODE [--kubeconfig FILE] [--driver NAME]",
 		short: "the ResourceSlices of a node, per driver and pool, with generation and device count",
 		long: `Lists the ResourceSlices whose spec.nodeName is --node and sums them per driver
 and pool: the pool's newest generation, how many slices of it exist against how
