@@ -1,0 +1,476 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Binaries are the agent and the example driver plugin, built from this
+// repository.
+type Binaries struct {
+	Agent     string // dranode-agent
+	GPUPlugin string // gpu-plugin (examples/gpu)
+}
+
+// BuildError says which binary did not build and why (the go tool's
+// output).
+type BuildError struct {
+	Binary string
+	Output string
+	Err    error
+}
+
+func (e *BuildError) Error() string {
+	return fmt.Sprintf("build %s: %v\n%s", e.Binary, e.Err, e.Output)
+}
+
+func (e *BuildError) Unwrap() error { return e.Err }
+
+// BuildBinaries builds dranode-agent (agent/cmd/dranode-agent) and
+// gpu-plugin (examples/gpu) from the repository at repoRoot into dir, each
+// module on its own (GOWORK=off), as a user building it alone would.
+func BuildBinaries(repoRoot, dir string) (Binaries, error) {
+	b := Binaries{Agent: filepath.Join(dir, "dranode-agent"), GPUPlugin: filepath.Join(dir, "gpu-plugin")}
+	for _, job := range []struct{ module, pkg, out string }{
+		{"agent", "./cmd/dranode-agent", b.Agent},
+		{"examples", "./gpu", b.GPUPlugin},
+	} {
+		cmd := exec.Command("go", "build", "-o", job.out, job.pkg)
+		cmd.Dir = filepath.Join(repoRoot, job.module)
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return Binaries{}, &BuildError{Binary: job.module + "/" + strings.TrimPrefix(job.pkg, "./"), Output: string(out), Err: err}
+		}
+	}
+	return b, nil
+}
+
+// FileSHA256 is the hex SHA-256 of a file, as the agent's config wants it.
+func FileSHA256(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("checksum: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// GPUDriver is one gpu-plugin instance in the agent's configuration.
+type GPUDriver struct {
+	DriverName string
+	NumDevices int
+	SHA256     string // empty: the plugin binary's real digest
+}
+
+// AgentOptions describe one agent on one node. Directories are created
+// under Dir when left empty.
+type AgentOptions struct {
+	Bins       Binaries
+	Dir        string // the node's root for this agent's files
+	NodeName   string
+	Kubeconfig string
+	// RegistryDir and PluginsDir are shared with the kubelet.
+	RegistryDir string
+	PluginsDir  string
+	Drivers     []GPUDriver
+	// SyncDelay is slices.syncDelay; long by default so that a test sees
+	// repairs that come from watching, not from periodic resyncs.
+	SyncDelay time.Duration
+	// Log, when set, also receives the agent's output.
+	Log io.Writer
+}
+
+// Agent is a dranode-agent process and the files it owns.
+type Agent struct {
+	Opts       AgentOptions
+	ConfigPath string
+	StateDir   string
+	CDIDir     string
+	BootIDFile string
+	DevRoot    string
+	HTTPAddr   string
+	LogPath    string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	exit chan struct{}
+	err  error
+}
+
+// NewAgent lays out the agent's directories and writes its configuration;
+// Start runs it.
+func NewAgent(o AgentOptions) (*Agent, error) {
+	if o.SyncDelay == 0 {
+		o.SyncDelay = 10 * time.Minute
+	}
+	a := &Agent{
+		Opts:       o,
+		ConfigPath: filepath.Join(o.Dir, "agent.yaml"),
+		StateDir:   filepath.Join(o.Dir, "state"),
+		CDIDir:     filepath.Join(o.Dir, "cdi"),
+		BootIDFile: filepath.Join(o.Dir, "boot_id"),
+		DevRoot:    filepath.Join(o.Dir, "dev"),
+		LogPath:    filepath.Join(o.Dir, "agent.log"),
+	}
+	for _, d := range []string{o.Dir, a.StateDir, a.CDIDir, o.RegistryDir, o.PluginsDir} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return nil, fmt.Errorf("agent dirs: %w", err)
+		}
+	}
+	for _, d := range o.Drivers {
+		if err := makeDeviceNodes(filepath.Join(a.DevRoot, d.DriverName), d.NumDevices); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.SetBootID("boot-1"); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	a.HTTPAddr = "127.0.0.1:" + strconv.Itoa(port)
+	if err := a.WriteConfig(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// makeDeviceNodes creates the device nodes gpu-plugin reports (gpu0,
+// gpu1, ... in its devRoot) as character devices, the way real hardware
+// has them. The plugin itself would create plain files, which a container
+// runtime's CDI library refuses to inject ("not a device node"); the nodes
+// get the numbers of /dev/null, so nothing can be harmed through them.
+func makeDeviceNodes(dir string, n int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("device nodes: %w", err)
+	}
+	for i := range n {
+		path := filepath.Join(dir, "gpu"+strconv.Itoa(i))
+		if err := syscall.Mknod(path, syscall.S_IFCHR|0o666, int(unixMkdev(1, 3))); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("device node %s (needs CAP_MKNOD): %w", path, err)
+		}
+	}
+	return nil
+}
+
+// unixMkdev encodes a Linux device number (glibc's gnu_dev_makedev).
+func unixMkdev(major, minor uint64) uint64 {
+	return (major&0xfff)<<8 | (major&^0xfff)<<32 | (minor & 0xff) | (minor&^0xff)<<12
+}
+
+// SetBootID writes the boot ID file the agent reads; a different value is
+// what the agent sees after a reboot.
+func (a *Agent) SetBootID(id string) error {
+	if err := os.WriteFile(a.BootIDFile, []byte(id+"\n"), 0o644); err != nil {
+		return fmt.Errorf("boot id file: %w", err)
+	}
+	return nil
+}
+
+// WriteConfig writes the configuration for the current options. JSON is
+// YAML, and keeps the harness free of a YAML encoder.
+func (a *Agent) WriteConfig() error {
+	o := a.Opts
+	pluginSum, err := FileSHA256(o.Bins.GPUPlugin)
+	if err != nil {
+		return err
+	}
+	type driver struct {
+		Path   string         `json:"path"`
+		SHA256 string         `json:"sha256"`
+		Args   []string       `json:"args"`
+		Config map[string]any `json:"config"`
+	}
+	var drivers []driver
+	for _, d := range o.Drivers {
+		sum := d.SHA256
+		if sum == "" {
+			sum = pluginSum
+		}
+		drivers = append(drivers, driver{
+			Path: o.Bins.GPUPlugin, SHA256: sum, Args: []string{},
+			Config: map[string]any{
+				"driverName": d.DriverName,
+				"numDevices": d.NumDevices,
+				"devRoot":    filepath.Join(a.DevRoot, d.DriverName),
+			},
+		})
+	}
+	cfg := map[string]any{
+		"nodeName":   o.NodeName,
+		"kubeconfig": o.Kubeconfig,
+		"stateDir":   a.StateDir,
+		"bootIDFile": a.BootIDFile,
+		"kubelet":    map[string]any{"registryDir": o.RegistryDir, "pluginsDir": o.PluginsDir},
+		"cdi":        map[string]any{"dir": a.CDIDir},
+		"plugins":    map[string]any{"drivers": drivers},
+		"slices":     map[string]any{"syncDelay": o.SyncDelay.String()},
+		"http":       map[string]any{"address": a.HTTPAddr},
+	}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return fmt.Errorf("agent config: %w", err)
+	}
+	if err := os.WriteFile(a.ConfigPath, data, 0o644); err != nil {
+		return fmt.Errorf("agent config: %w", err)
+	}
+	return nil
+}
+
+// ErrAgentExited is returned when the agent process ended while the harness
+// waited for it to do something.
+var ErrAgentExited = errors.New("dranode-agent exited")
+
+// Start runs the agent process with the configuration file.
+func (a *Agent) Start() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd != nil {
+		return errors.New("agent already running")
+	}
+	logFile, err := os.OpenFile(a.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("agent log: %w", err)
+	}
+	var out io.Writer = logFile
+	if a.Opts.Log != nil {
+		out = io.MultiWriter(logFile, a.Opts.Log)
+	}
+	cmd := exec.Command(a.Opts.Bins.Agent, "--config", a.ConfigPath)
+	cmd.Stdout, cmd.Stderr = out, out
+	// Own process group: a test's SIGKILL of the agent must not leave its
+	// plugins behind when the harness cleans up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start %s: %w", a.Opts.Bins.Agent, err)
+	}
+	exit := make(chan struct{})
+	a.cmd, a.exit = cmd, exit
+	go func() {
+		err := cmd.Wait()
+		logFile.Close()
+		a.mu.Lock()
+		a.err = err
+		a.mu.Unlock()
+		close(exit)
+	}()
+	return nil
+}
+
+// PID is the agent's process ID (0 when not running).
+func (a *Agent) PID() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd == nil {
+		return 0
+	}
+	return a.cmd.Process.Pid
+}
+
+// Exited is closed when the current agent process has ended.
+func (a *Agent) Exited() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.exit
+}
+
+// Kill sends SIGKILL to the agent alone (its plugins notice the broken
+// connection themselves, as after a crash) and waits for it to end.
+func (a *Agent) Kill() { a.signal(syscall.SIGKILL, false) }
+
+// Stop sends SIGTERM and waits; after 20 s the whole process group is
+// killed. Plugins left behind by a Kill are killed too.
+func (a *Agent) Stop() { a.signal(syscall.SIGTERM, true) }
+
+func (a *Agent) signal(sig syscall.Signal, group bool) {
+	a.mu.Lock()
+	cmd, exit := a.cmd, a.exit
+	a.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	pgid := cmd.Process.Pid
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exit:
+	case <-time.After(20 * time.Second):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-exit
+	}
+	if group {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	a.mu.Lock()
+	a.cmd = nil
+	a.mu.Unlock()
+}
+
+// Log returns what the agent has written so far.
+func (a *Agent) Log() string {
+	data, _ := os.ReadFile(a.LogPath)
+	return string(data)
+}
+
+// LogTail is the last n lines of the agent's log, for failure messages.
+func (a *Agent) LogTail(n int) string {
+	lines := strings.Split(strings.TrimRight(a.Log(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// WaitReady waits until /readyz answers 200: every plugin up and
+// registered.
+func (a *Agent) WaitReady(ctx context.Context, timeout time.Duration) error {
+	exit := a.Exited()
+	return Poll(ctx, 50*time.Millisecond, timeout, "agent /readyz", func(ctx context.Context) (bool, error) {
+		select {
+		case <-exit:
+			return false, fmt.Errorf("%w: %v; log:\n%s", ErrAgentExited, a.exitErr(), a.LogTail(30))
+		default:
+		}
+		body, code, err := a.get(ctx, "/readyz")
+		if err != nil {
+			return false, err
+		}
+		if code != http.StatusOK {
+			return false, fmt.Errorf("/readyz %d: %s", code, body)
+		}
+		return true, nil
+	})
+}
+
+// Ready reports whether /readyz answers 200 now.
+func (a *Agent) Ready(ctx context.Context) (bool, error) {
+	_, code, err := a.get(ctx, "/readyz")
+	if err != nil {
+		return false, fmt.Errorf("agent /readyz: %w", err)
+	}
+	return code == http.StatusOK, nil
+}
+
+func (a *Agent) exitErr() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+func (a *Agent) get(ctx context.Context, path string) ([]byte, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.HTTPAddr+path, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return body, resp.StatusCode, err
+}
+
+// Metrics scrapes the agent's /metrics.
+func (a *Agent) Metrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	body, code, err := a.get(ctx, "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("scrape agent metrics: %w", err)
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("scrape agent metrics: status %d: %s", code, body)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("parse agent metrics: %w", err)
+	}
+	return families, nil
+}
+
+// PluginPIDs lists the agent's child processes running the gpu-plugin
+// binary.
+func (a *Agent) PluginPIDs() ([]int, error) {
+	parent := a.PID()
+	if parent == 0 {
+		return nil, errors.New("agent not running")
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if ppid, ok := statusField(string(status), "PPid"); !ok || ppid != strconv.Itoa(parent) {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == a.Opts.Bins.GPUPlugin {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// RSSBytes is VmRSS of a process, from /proc/<pid>/status.
+func RSSBytes(pid int) (int64, error) {
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, fmt.Errorf("rss of %d: %w", pid, err)
+	}
+	v, ok := statusField(string(status), "VmRSS")
+	if !ok {
+		return 0, fmt.Errorf("rss of %d: no VmRSS line", pid)
+	}
+	kb, err := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("rss of %d: VmRSS %q: %w", pid, v, err)
+	}
+	return kb * 1024, nil
+}
+
+func statusField(status, key string) (string, bool) {
+	for _, line := range strings.Split(status, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == key {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,126 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	pluginwatcherapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"k8s.io/kubernetes/pkg/kubelet/cm/dra"
+	"k8s.io/kubernetes/pkg/kubelet/config"
+	"k8s.io/kubernetes/pkg/kubelet/pluginmanager"
+)
+
+// Kubelet is the node side of DRA as the kubelet runs it: the plugin
+// manager watching the registration directory, and the DRA manager handling
+// DRAPlugin registrations and preparing pods' claims. It is the upstream
+// code, wired the way the kubelet's container manager wires it.
+type Kubelet struct {
+	DRA *dra.Manager
+
+	cancel context.CancelFunc
+	stopCh chan struct{}
+	done   sync.WaitGroup
+
+	mu   sync.Mutex
+	pods map[string]*corev1.Pod // active pods by UID, for the reconcile loop
+}
+
+// KubeletOptions say where the kubelet keeps things.
+type KubeletOptions struct {
+	Client      kubernetes.Interface
+	NodeName    string
+	RegistryDir string // the plugin manager watches it (plugins_registry)
+	StateDir    string // the DRA manager's checkpoint directory
+	Logger      klog.Logger
+}
+
+// StartKubelet starts the DRA manager and the plugin manager. Starting it
+// makes the DRA manager delete all ResourceSlices of the node, as a
+// starting kubelet does.
+func StartKubelet(ctx context.Context, o KubeletOptions) (*Kubelet, error) {
+	logger := o.Logger
+	if logger.GetSink() == nil {
+		logger = klog.Background()
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(ctx, logger))
+	manager, err := dra.NewManager(logger, o.Client, o.StateDir)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("kubelet DRA manager on %s: %w", o.StateDir, err)
+	}
+	k := &Kubelet{DRA: manager, cancel: cancel, stopCh: make(chan struct{}), pods: map[string]*corev1.Pod{}}
+	getNode := func(ctx context.Context) (*corev1.Node, error) {
+		return o.Client.CoreV1().Nodes().Get(ctx, o.NodeName, metav1.GetOptions{})
+	}
+	// The harness is the only pod source and has seen everything it will.
+	sourcesReady := config.NewSourcesReady(func(sets.Set[string]) bool { return true })
+	if err := manager.Start(ctx, k.activePods, getNode, sourcesReady); err != nil {
+		cancel()
+		return nil, fmt.Errorf("start kubelet DRA manager: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: o.NodeName})
+	plugins := pluginmanager.NewPluginManager(o.RegistryDir, recorder)
+	plugins.AddHandler(pluginwatcherapi.DRAPlugin, manager.GetWatcherHandler())
+	k.done.Add(1)
+	go func() {
+		defer k.done.Done()
+		plugins.Run(ctx, sourcesReady, k.stopCh)
+	}()
+	return k, nil
+}
+
+// Stop stops the plugin manager and the DRA manager (a kubelet going
+// down); its checkpoint stays in StateDir.
+func (k *Kubelet) Stop() {
+	close(k.stopCh)
+	k.cancel()
+	k.done.Wait()
+	k.DRA.Stop()
+}
+
+// SetActive records pod as running on the node (for the DRA manager's
+// reconcile loop, which unprepares claims of pods that are gone).
+func (k *Kubelet) SetActive(pod *corev1.Pod, active bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if active {
+		k.pods[string(pod.UID)] = pod
+	} else {
+		delete(k.pods, string(pod.UID))
+	}
+}
+
+func (k *Kubelet) activePods() []*corev1.Pod {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(k.pods))
+	for _, p := range k.pods {
+		out = append(out, p)
+	}
+	return out
+}
+
+// CDIDevices prepares nothing: it returns the CDI IDs the DRA manager hands
+// the container runtime for every container of a prepared pod.
+func (k *Kubelet) CDIDevices(pod *corev1.Pod) ([]string, error) {
+	var ids []string
+	for i := range pod.Spec.Containers {
+		info, err := k.DRA.GetResources(pod, &pod.Spec.Containers[i])
+		if err != nil {
+			return nil, fmt.Errorf("pod %s container %s: %w", pod.Name, pod.Spec.Containers[i].Name, err)
+		}
+		for _, d := range info.CDIDevices {
+			ids = append(ids, d.Name)
+		}
+	}
+	return ids, nil
+}

@@ -1,0 +1,336 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/dranode/dranode/compat/e2e/harness"
+)
+
+// prepareTimeout bounds the kubelet-style retries of one pod's prepare; it
+// is a deadline for a hang, not a speed requirement.
+const prepareTimeout = 90 * time.Second
+
+// Fifty pods, prepared concurrently through the kubelet's DRA manager and
+// unprepared: every CDI ID the kubelet gets resolves in the reference CDI
+// library to the allocated device, and stops resolving after unprepare.
+func TestFiftyPodsPreparedAndUnprepared(t *testing.T) {
+	n := newNode(t, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 64})
+	n.start()
+	pods := n.schedulePods("p", 50)
+	n.prepareAll(pods, prepareTimeout)
+	ids := make([][]string, len(pods))
+	seen := map[string]string{}
+	for i, p := range pods {
+		ids[i] = n.verifyCDI(p)
+		for _, id := range ids[i] {
+			if other, dup := seen[id]; dup {
+				t.Errorf("CDI ID %s handed to both %s and %s", id, other, p.Name)
+			}
+			seen[id] = p.Name
+		}
+	}
+	n.unprepareAll(pods, ids)
+}
+
+// The kubelet starts after the agent published its slices and deletes all
+// of the node's slices; the agent puts them back by itself (its periodic
+// resync is 10 minutes away).
+func TestSlicesReturnAfterKubeletStartWipe(t *testing.T) {
+	n := newNode(t)
+	n.startAgent()
+	n.waitSlices()
+	events := watchSlices(n.ctx, t, n.name)
+	n.startKubelet()
+	var deletedAt time.Time
+	deadline := time.After(60 * time.Second)
+	for deletedAt.IsZero() {
+		select {
+		case ev := <-events:
+			if ev.Type == watch.Deleted {
+				deletedAt = time.Now()
+			}
+		case <-deadline:
+			t.Fatal("the kubelet's start-up wipe deleted no slice of the node in 60s")
+		}
+	}
+	n.waitSlices()
+	t.Logf("slices back %v after the kubelet deleted them", time.Since(deletedAt).Round(time.Millisecond))
+}
+
+// The agent is killed while pods are being prepared and started again on
+// the same state directory. The kubelet's plugin manager registers it
+// again, the kubelet's retries succeed, and claims prepared before the
+// crash are still known to the agent (their CDI specs still resolve, and
+// unprepare works).
+func TestAgentRestartMidway(t *testing.T) {
+	n := newNode(t, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 32})
+	n.start()
+	pods := n.schedulePods("r", 20)
+	n.prepareAll(pods[:10], prepareTimeout)
+	before := make([][]string, 10)
+	for i, p := range pods[:10] {
+		before[i] = n.verifyCDI(p)
+	}
+
+	var wg sync.WaitGroup
+	errs := make([]error, 10)
+	for i, p := range pods[10:] {
+		wg.Go(func() { errs[i] = n.prepare(p, prepareTimeout) })
+	}
+	n.agent.Kill()
+	if err := n.agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	n.waitRegistered(gpuDriver)
+	ids := make([][]string, len(pods))
+	for i, p := range pods {
+		ids[i] = n.verifyCDI(p)
+		if i < 10 && strings.Join(ids[i], ",") != strings.Join(before[i], ",") {
+			t.Errorf("pod %s: CDI IDs changed across the restart: %v, then %v", p.Name, before[i], ids[i])
+		}
+	}
+	n.unprepareAll(pods, ids)
+}
+
+// The driver plugin is killed with SIGKILL while the kubelet prepares
+// pods; the agent restarts it and the kubelet's retries succeed.
+func TestPluginKilledDuringPrepare(t *testing.T) {
+	n := newNode(t, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 32})
+	n.start()
+	oldPIDs, err := n.agent.PluginPIDs()
+	if err != nil || len(oldPIDs) != 1 {
+		t.Fatalf("plugin processes of the agent: %v, %v; want one", oldPIDs, err)
+	}
+	pods := n.schedulePods("k", 20)
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(pods))
+	for i, p := range pods {
+		wg.Go(func() { errs[i] = n.prepare(p, prepareTimeout) })
+	}
+	if err := syscall.Kill(oldPIDs[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	newPIDs, err := n.agent.PluginPIDs()
+	if err != nil || len(newPIDs) != 1 || newPIDs[0] == oldPIDs[0] {
+		t.Fatalf("plugin processes after the kill: %v (%v); want one new process, not %d", newPIDs, err, oldPIDs[0])
+	}
+	ids := make([][]string, len(pods))
+	for i, p := range pods {
+		ids[i] = n.verifyCDI(p)
+	}
+	n.unprepareAll(pods, ids)
+}
+
+// markUnhealthy makes gpu-plugin refuse to prepare the pod's device: a
+// prepare that succeeds while the mark is there did not call the plugin.
+func (n *node) markUnhealthy(pod *corev1.Pod) (unmark func()) {
+	n.t.Helper()
+	var marks []string
+	for _, r := range n.allocatedDevices(pod) {
+		mark := filepath.Join(n.agent.DevRoot, r[0], strings.Replace(r[1], "gpu-", "gpu", 1)) + ".unhealthy"
+		if err := os.WriteFile(mark, nil, 0o644); err != nil {
+			n.t.Fatal(err)
+		}
+		marks = append(marks, mark)
+	}
+	return func() {
+		for _, m := range marks {
+			if err := os.Remove(m); err != nil {
+				n.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// restartNode stops the kubelet and the agent and starts both again on the
+// same state directories.
+func (n *node) restartNode(bootID string) {
+	n.t.Helper()
+	n.stopKubelet()
+	n.agent.Stop()
+	if bootID != "" {
+		if err := n.agent.SetBootID(bootID); err != nil {
+			n.t.Fatal(err)
+		}
+		// /var/run is a tmpfs: a reboot takes the CDI specs with it.
+		entries, _ := os.ReadDir(n.agent.CDIDir)
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(n.agent.CDIDir, e.Name())); err != nil {
+				n.t.Fatal(err)
+			}
+		}
+	}
+	n.startAgent()
+	n.startKubelet()
+}
+
+// A restart in the same boot answers the kubelet from the record without
+// calling the plugin again; after a reboot (a different boot ID) the next
+// prepare runs the plugin again.
+func TestRebootRunsPluginAgain(t *testing.T) {
+	n := newNode(t)
+	n.start()
+	pods := n.schedulePods("b", 1)
+	pod := pods[0]
+	n.prepareAll(pods, prepareTimeout)
+	first := n.verifyCDI(pod)
+	unmark := n.markUnhealthy(pod)
+
+	// Same boot: a restarted kubelet prepares again (its restored claims
+	// are not marked prepared); the agent answers from its record.
+	n.restartNode("")
+	if err := n.kubelet.DRA.PrepareResources(n.ctx, pod); err != nil {
+		t.Fatalf("prepare after a restart in the same boot called the plugin or failed: %v", err)
+	}
+	if got := n.verifyCDI(pod); strings.Join(got, ",") != strings.Join(first, ",") {
+		t.Errorf("CDI IDs changed across a restart: %v, then %v", first, got)
+	}
+
+	// Reboot: the plugin runs again, and refuses the marked device.
+	n.restartNode("boot-2")
+	err := n.kubelet.DRA.PrepareResources(n.ctx, pod)
+	if err == nil || !strings.Contains(err.Error(), "unhealthy") {
+		t.Fatalf("prepare after a reboot: %v; want the plugin's refusal of the device marked unhealthy", err)
+	}
+	unmark()
+	if err := n.prepare(pod, prepareTimeout); err != nil {
+		t.Fatal(err)
+	}
+	ids := n.verifyCDI(pod)
+	n.unprepareAll(pods, [][]string{ids})
+}
+
+// The pod is force-deleted and its claim is gone from the API server; the
+// kubelet still unprepares it, and the agent does it from its own record.
+func TestForceDeletedPodUnprepares(t *testing.T) {
+	n := newNode(t)
+	n.start()
+	pods := n.schedulePods("f", 1)
+	pod := pods[0]
+	n.prepareAll(pods, prepareTimeout)
+	ids := n.verifyCDI(pod)
+	if err := cluster.DeletePod(n.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	err := harness.Poll(n.ctx, 50*time.Millisecond, 30*time.Second, "claim deletion", func(ctx context.Context) (bool, error) {
+		list, err := cluster.Client.ResourceV1().ResourceClaims(n.ns).List(ctx, metav1ListAll)
+		if err != nil {
+			return false, err
+		}
+		return len(list.Items) == 0, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.kubelet.SetActive(pod, false)
+	if err := n.kubelet.DRA.UnprepareResources(n.ctx, pod); err != nil {
+		t.Fatalf("unprepare of a force-deleted pod: %v", err)
+	}
+	if _, err := harness.ResolveCDI(n.agent.CDIDir, ids); !errors.Is(err, harness.ErrUnresolved) {
+		t.Errorf("CDI IDs %v still resolve after unprepare (err %v)", ids, err)
+	}
+}
+
+// One claim with a device from each of two drivers, served by two
+// gpu-plugin instances in one agent.
+func TestClaimWithTwoDrivers(t *testing.T) {
+	n := newNode(t,
+		harness.GPUDriver{DriverName: gpuDriver, NumDevices: 4},
+		harness.GPUDriver{DriverName: "gpu2.example.com", NumDevices: 4},
+	)
+	n.start()
+	pods := n.schedulePods("d", 2)
+	n.prepareAll(pods, prepareTimeout)
+	ids := make([][]string, len(pods))
+	for i, p := range pods {
+		ids[i] = n.verifyCDI(p)
+		// Each driver's ID alone injects that driver's device.
+		for _, r := range n.allocatedDevices(p) {
+			var mine []string
+			for _, id := range ids[i] {
+				if strings.Contains(id, r[0]) {
+					mine = append(mine, id)
+				}
+			}
+			if len(mine) != 1 {
+				t.Fatalf("pod %s: CDI IDs %v, want exactly one naming driver %s", p.Name, ids[i], r[0])
+			}
+			spec, err := harness.ResolveCDI(n.agent.CDIDir, mine)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(spec.Linux.Devices) != 1 || spec.Linux.Devices[0].Path != "/dev/"+strings.Replace(r[1], "gpu-", "gpu", 1) {
+				t.Errorf("pod %s: driver %s's CDI ID injects %v, want %s", p.Name, r[0], spec.Linux.Devices, r[1])
+			}
+		}
+	}
+	n.unprepareAll(pods, ids)
+}
+
+// A plugin whose binary does not match its configured SHA-256 is refused:
+// the agent says so, and that driver never registers with the kubelet nor
+// publishes slices, while the other driver works.
+func TestWrongChecksumRefused(t *testing.T) {
+	const bad = "bad.example.com"
+	wrongSum := strings.Repeat("0", 64)
+	n := newNode(t,
+		harness.GPUDriver{DriverName: gpuDriver, NumDevices: 2},
+		harness.GPUDriver{DriverName: bad, NumDevices: 2, SHA256: wrongSum},
+	)
+	good := n.drivers[:1]
+	if err := n.agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.drivers = good
+	n.waitSlices()
+	n.startKubelet()
+	n.waitSlices()
+
+	err := harness.Poll(n.ctx, 100*time.Millisecond, 30*time.Second, "agent reports the checksum mismatch", func(context.Context) (bool, error) {
+		return strings.Contains(n.agent.Log(), wrongSum), nil
+	})
+	if err != nil {
+		t.Fatalf("%v; the agent log does not name the configured digest %s", err, wrongSum)
+	}
+	if ready, err := n.agent.Ready(n.ctx); err != nil || ready {
+		t.Errorf("agent /readyz: ready=%v (%v) with a refused plugin; want not ready", ready, err)
+	}
+	n.assertNotRegistered(bad)
+	slices, err := cluster.NodeSlices(n.ctx, n.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := harness.CountDevices(slices, bad); got != 0 {
+		t.Errorf("the refused driver published %d devices", got)
+	}
+	entries, _ := os.ReadDir(n.agent.Opts.RegistryDir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), bad) {
+			t.Errorf("registration socket %s exists for the refused driver", e.Name())
+		}
+	}
+	// Still useful: the good driver prepares.
+	pods := n.schedulePods("w", 1)
+	n.prepareAll(pods, prepareTimeout)
+	n.unprepareAll(pods, [][]string{n.verifyCDI(pods[0])})
+}
