@@ -100,7 +100,7 @@ func TestHelmLint(t *testing.T) {
 // configuration in the ConfigMap loads, and the DaemonSet mounts the host
 // paths it names.
 func TestHelmTemplate(t *testing.T) {
-	out := runHelm(t, "template", "rel", chartDir, "--namespace", "dranode")
+	out := runHelm(t, "template", "rel", chartDir, "--namespace", "dranode", "--kube-version", "1.37.2")
 	kinds := map[string]int{}
 	var ds appsv1.DaemonSet
 	var cm corev1.ConfigMap
