@@ -137,6 +137,12 @@ func readCheckpoint(path string) (*checkpointReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
+	return recognise(rep, path, data)
+}
+
+// recognise tells the format of one file's bytes and verifies them; path only
+// names the file in the report and errors.
+func recognise(rep *checkpointReport, path string, data []byte) (*checkpointReport, error) {
 	p, perr := ckptfmt.Parse(data)
 	switch {
 	case errors.Is(perr, ckptfmt.ErrNotDranode):
