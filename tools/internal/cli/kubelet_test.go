@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -240,12 +241,18 @@ func TestKubeletPrepareUnprepareAgainstAgent(t *testing.T) {
 		t.Errorf("CDI specs left after unprepare: %v", specs)
 	}
 
-	t.Run("claim the agent cannot find", func(t *testing.T) {
-		r := dranodectl(t, "kubelet", "prepare", "--registry-dir", a.registryDir, "--driver", "gpu.example.com", "--claim", "default/nope/0000", "-o", "json")
+	t.Run("claim the agent cannot find, next to one it can", func(t *testing.T) {
+		r := dranodectl(t, "kubelet", "prepare", "--registry-dir", a.registryDir, "--driver", "gpu.example.com",
+			"--claim", "default/nope/0000", "--claim", claim, "-o", "json")
 		wantCode(t, r, 1, "default/nope", "driver failed a claim")
-		if rep := mustJSON[kubeletReport](t, r); rep.Claims[0].Error == "" {
-			t.Errorf("no per-claim error printed: %+v", rep)
+		rep := mustJSON[kubeletReport](t, r)
+		if len(rep.Claims) != 2 || rep.Claims[0].Error == "" || rep.Claims[1].Error != "" || len(rep.Claims[1].Devices) != 1 {
+			t.Errorf("want the unknown claim failed and the other prepared: %+v", rep)
 		}
+		if strings.Contains(r.stderr, "gpu-claim") {
+			t.Errorf("the prepared claim is named as failed: %s", r.stderr)
+		}
+		wantCode(t, dranodectl(t, "kubelet", "unprepare", "--registry-dir", a.registryDir, "--driver", "gpu.example.com", "--claim", claim), 0)
 	})
 	t.Run("driver not registered", func(t *testing.T) {
 		r := dranodectl(t, "kubelet", "prepare", "--registry-dir", a.registryDir, "--driver", "nic.example.com", "--claim", claim)
@@ -256,6 +263,19 @@ func TestKubeletPrepareUnprepareAgainstAgent(t *testing.T) {
 
 func TestKubeletCommandLine(t *testing.T) {
 	empty := t.TempDir()
+	// A registration socket left behind by a driver that died: the file is
+	// there, nobody listens.
+	stale, err := os.MkdirTemp("", "dctl-stale-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(stale) })
+	l, err := net.Listen("unix", filepath.Join(stale, "d-reg.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
 	tests := []struct {
 		name string
 		args []string
@@ -266,6 +286,7 @@ func TestKubeletCommandLine(t *testing.T) {
 		{"no claim", []string{"kubelet", "unprepare", "--driver", "d"}, 2, []string{"--claim"}},
 		{"malformed claim", []string{"kubelet", "prepare", "--driver", "d", "--claim", "a/b"}, 2, []string{"NAMESPACE/NAME/UID"}},
 		{"empty registry", []string{"kubelet", "prepare", "--registry-dir", empty, "--driver", "d", "--claim", "a/b/c"}, 1, []string{"driver not registered", "no sockets"}},
+		{"stale socket", []string{"kubelet", "prepare", "--registry-dir", stale, "--driver", "d", "--claim", "a/b/c", "--timeout", "20s"}, 1, []string{"driver not registered", "d-reg.sock"}},
 		{"missing registry", []string{"kubelet", "prepare", "--registry-dir", filepath.Join(empty, "x"), "--driver", "d", "--claim", "a/b/c"}, 1, []string{"registry directory"}},
 	}
 	for _, tt := range tests {
