@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	resourcev1 "k8s.io/api/resource/v1"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestManyClaimsOneCallAndConcurrentCallsOneClaim(t *testing.T) {
+	e := newTestEnv(t, gpuDriver)
+	a := e.start(t, Options{})
+	k := connectKubelet(t, e.cfg, gpuDriver)
+	var claims []*resourcev1.ResourceClaim
+	for i := range 20 {
+		c := claim("default", fmt.Sprintf("c%02d", i), fmt.Sprintf("00000000-0000-0000-0001-%012d", i), "node-a", [2]string{gpuDriver, fmt.Sprintf("gpu-%d", i%4)})
+		e.writeClaim(t, c)
+		claims = append(claims, c)
+	}
+	resp := k.prepare(t, claims...)
+	for _, c := range claims {
+		mustPrepared(t, resp, c)
+	}
+	if a.cache.Len() != 20 {
+		t.Errorf("record holds %d claims, want 20", a.cache.Len())
+	}
+
+	// The kubelet may call twice for one claim (two pods); both get the same
+	// answer and the record has one entry.
+	same := claim("default", "shared", "00000000-0000-0000-0002-000000000000", "node-a", [2]string{gpuDriver, "gpu-0"})
+	e.writeClaim(t, same)
+	var wg sync.WaitGroup
+	results := make([][]string, 8)
+	for i := range results {
+		wg.Go(func() { results[i] = mustPrepared(t, k.prepare(t, same), same) })
+	}
+	wg.Wait()
+	for i, r := range results {
+		if len(r) != 1 || !slices.Equal(r, results[0]) {
+			t.Errorf("call %d: %q, call 0: %q", i, r, results[0])
+		}
+	}
+	unp := k.unprepare(t, append(claims, same)...)
+	for uid, r := range unp {
+		if r.Error != "" {
+			t.Errorf("unprepare %s: %s", uid, r.Error)
+		}
+	}
+	if a.cache.Len() != 0 {
+		t.Errorf("record holds %d claims after unprepare", a.cache.Len())
+	}
+}
+
+func TestMetricsAndProbes(t *testing.T) {
+	e := newTestEnv(t, gpuDriver)
+	a := e.start(t, Options{})
+	base := "http://" + a.HTTPAddr()
+	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz %d %s", code, body)
+	}
+	// Standalone: ready without a kubelet registration.
+	if code, body := get(t, base+"/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz %d %s", code, body)
+	}
+	c := claim("default", "m", "00000000-0000-0000-0003-000000000000", "node-a", [2]string{gpuDriver, "gpu-1"})
+	e.writeClaim(t, c)
+	bad := claim("default", "absent", "00000000-0000-0000-0003-000000000001", "node-a")
+	k := connectKubelet(t, e.cfg, gpuDriver)
+	k.prepare(t, c, bad)
+	_, metrics := get(t, base+"/metrics")
+	for _, want := range []string{
+		`dranode_prepare_duration_seconds_count{driver="gpu.example.com"} 2`,
+		`dranode_prepare_errors_total{driver="gpu.example.com"} 1`,
+		`dranode_claims_recorded 1`,
+		`dranode_plugin_restarts_total{plugin="gpu0"} 0`,
+		`dranode_dry_run_slice_files_written_total{driver="gpu.example.com"}`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if a.Ready() == nil {
+		t.Error("Ready after Stop")
+	}
+}
+
+// In cluster mode readiness waits for the kubelet's registration.
+func TestReadyWaitsForRegistration(t *testing.T) {
+	e := newTestEnv(t, gpuDriver)
+	a := e.start(t, Options{})
+	a.standalone = false // as if a kubelet were expected
+	if err := a.Ready(); err == nil || !strings.Contains(err.Error(), "not registered") {
+		t.Errorf("Ready before registration: %v", err)
+	}
+	connectKubelet(t, e.cfg, gpuDriver) // reports PluginRegistered
+	if err := a.Ready(); err != nil {
+		t.Errorf("Ready after registration: %v", err)
+	}
+}
