@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -259,3 +260,5 @@ func mustPrepared(t testing.TB, resp map[string]*drapbv1.NodePrepareResourceResp
 	}
 	return ids
 }
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 )
@@ -114,5 +115,76 @@ func TestReadyWaitsForRegistration(t *testing.T) {
 	connectKubelet(t, e.cfg, gpuDriver) // reports PluginRegistered
 	if err := a.Ready(); err != nil {
 		t.Errorf("Ready after registration: %v", err)
+	}
+}
+
+// TestPluginKilledDuringCalls kills the plugin while batches of prepares and
+// unprepares are in flight: every failure must be retryable, and retrying
+// like the kubelet ends with every claim prepared, then unprepared.
+func TestPluginKilledDuringCalls(t *testing.T) {
+	e := newTestEnv(t, gpuDriver)
+	src := &memClaims{}
+	claims := benchClaims(10)
+	for _, c := range claims {
+		src.put(c)
+	}
+	a := e.start(t, Options{Claims: src})
+	k := connectKubelet(t, e.cfg, gpuDriver)
+	p, _ := a.plugins.Plugin("gpu0")
+	pid := p.Status().PID
+
+	checkRetryable := func(uid, msg string) {
+		if msg != "" && !strings.HasPrefix(msg, "retryable: ") {
+			t.Errorf("claim %s: non-retryable error %q", uid, msg)
+		}
+	}
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		for a.cache.Len() == 0 { // until the first batch has started committing
+			time.Sleep(100 * time.Microsecond)
+		}
+		_ = syscallKill(pid)
+	}()
+	failures := 0
+	for round := 0; ; round++ {
+		done := true
+		for uid, r := range k.prepare(t, claims...) {
+			checkRetryable(uid, r.Error)
+			if r.Error != "" {
+				done = false
+				failures++
+			}
+		}
+		select {
+		case <-killed:
+		default:
+			done = false // keep going until the kill happened
+		}
+		if done {
+			break
+		}
+		if round > 2000 {
+			t.Fatal("claims never all prepared")
+		}
+		time.Sleep(5 * time.Millisecond) // the kubelet backs off too
+	}
+	t.Logf("%d failed claim prepares around the kill", failures)
+	for round := 0; ; round++ {
+		done := true
+		for uid, r := range k.unprepare(t, claims...) {
+			checkRetryable(uid, r.Error)
+			done = done && r.Error == ""
+		}
+		if done {
+			break
+		}
+		if round > 2000 {
+			t.Fatal("claims never all unprepared")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if a.cache.Len() != 0 {
+		t.Errorf("record holds %d claims at the end", a.cache.Len())
 	}
 }
