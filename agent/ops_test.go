@@ -11,6 +11,7 @@ import (
 	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -188,3 +189,52 @@ func TestPluginKilledDuringCalls(t *testing.T) {
 		t.Errorf("record holds %d claims at the end", a.cache.Len())
 	}
 }
+
+// A device allocated twice in one claim (consumable capacity, each with its
+// share ID) gets two CDI devices, and the share IDs reach the kubelet; admin
+// access passes through to the plugin.
+func TestSharedDevicesAndAdminAccess(t *testing.T) {
+	e := newTestEnv(t, gpuDriver)
+	e.start(t, Options{})
+	c := claim("default", "shared-gpu", "00000000-0000-0000-0004-000000000000", "node-a", [2]string{gpuDriver, "gpu-1"}, [2]string{gpuDriver, "gpu-1"}, [2]string{gpuDriver, "gpu-2"})
+	results := c.Status.Allocation.Devices.Results
+	share1, share2 := types.UID("aaaaaaaa-0000-0000-0000-000000000001"), types.UID("aaaaaaaa-0000-0000-0000-000000000002")
+	results[0].ShareID, results[1].ShareID = &share1, &share2
+	results[1].Request = "req2"
+	results[2].AdminAccess = ptrTo(true)
+	e.writeClaim(t, c)
+	r := connectKubelet(t, e.cfg, gpuDriver).prepare(t, c)[string(c.UID)]
+	if r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if len(r.Devices) != 3 {
+		t.Fatalf("%d devices, want 3: %v", len(r.Devices), r.Devices)
+	}
+	gotShares := map[string]bool{}
+	ids := map[string]bool{}
+	for _, d := range r.Devices {
+		if d.ShareId != nil {
+			gotShares[*d.ShareId] = true
+		}
+		for _, id := range d.CdiDeviceIds {
+			ids[id] = true
+		}
+	}
+	if !gotShares[string(share1)] || !gotShares[string(share2)] || len(gotShares) != 2 {
+		t.Errorf("share IDs %v, want %s and %s", gotShares, share1, share2)
+	}
+	if len(ids) != 3 {
+		t.Errorf("CDI IDs %v are not 3 distinct names", ids)
+	}
+	names, err := readSpec(t, specPath(e.cfg, gpuDriver, string(c.UID))).QualifiedNames()
+	if err != nil || len(names) != 3 {
+		t.Errorf("spec names %v, %v", names, err)
+	}
+	for _, n := range names {
+		if !ids[n] {
+			t.Errorf("spec device %s not returned to the kubelet", n)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -212,34 +212,49 @@ func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceCla
 
 // buildSpec turns a plugin's prepared devices into the claim's CDI spec for
 // the driver, with one CDI device per prepared device named
-// "<claim UID>-<device>" (plus the pool when two pools share a device name).
+// "<claim UID>-<device>", plus "-<share ID>" for a shared device (one
+// device allocated several times in a claim) and the pool when two pools
+// share a device name.
 func buildSpec(driverName, claimUID string, prepared []pluginmgr.PreparedDevice, results []resourcev1.DeviceRequestAllocationResult) (*cdi.Spec, []claimcache.Device, error) {
-	kind := driverName + "/" + CDIClass
-	spec := &cdi.Spec{Kind: kind}
+	spec := &cdi.Spec{Kind: driverName + "/" + CDIClass}
+	used := make([]bool, len(results))
+	shareIDs := make([]string, len(prepared))
+	for i, p := range prepared {
+		for j, r := range results {
+			if used[j] || r.Pool != p.Pool || r.Device != p.Device || (len(p.Requests) > 0 && !slices.Contains(p.Requests, r.Request)) {
+				continue
+			}
+			used[j] = true
+			if r.ShareID != nil {
+				shareIDs[i] = string(*r.ShareID)
+			}
+			break
+		}
+	}
+	short := func(i int) string {
+		if shareIDs[i] != "" {
+			return prepared[i].Device + "-" + shareIDs[i]
+		}
+		return prepared[i].Device
+	}
 	count := map[string]int{}
-	for _, p := range prepared {
-		count[p.Device]++
+	for i := range prepared {
+		count[short(i)]++
 	}
 	var devices []claimcache.Device
-	for _, p := range prepared {
-		name := claimUID + "-" + p.Device
-		if count[p.Device] > 1 {
-			name = claimUID + "-" + strings.ReplaceAll(p.Pool, "/", "_") + "-" + p.Device
+	for i, p := range prepared {
+		name := claimUID + "-" + short(i)
+		if count[short(i)] > 1 {
+			name = claimUID + "-" + strings.ReplaceAll(p.Pool, "/", "_") + "-" + short(i)
 		}
 		if err := cdi.ValidateDeviceName(name); err != nil {
 			return nil, nil, fmt.Errorf("driver %s: device %s/%s: %w", driverName, p.Pool, p.Device, err)
 		}
 		spec.Devices = append(spec.Devices, cdi.Device{Name: name, ContainerEdits: convertEdits(p.Edits)})
-		dev := claimcache.Device{
-			Pool: p.Pool, Device: p.Device, Requests: p.Requests,
+		devices = append(devices, claimcache.Device{
+			Pool: p.Pool, Device: p.Device, Requests: p.Requests, ShareID: shareIDs[i],
 			CDIDeviceIDs: []string{cdi.QualifiedName(driverName, CDIClass, name)},
-		}
-		for _, r := range results {
-			if r.Pool == p.Pool && r.Device == p.Device && r.ShareID != nil {
-				dev.ShareID = string(*r.ShareID)
-			}
-		}
-		devices = append(devices, dev)
+		})
 	}
 	spec.Version = cdi.MinimumVersion(spec)
 	return spec, devices, nil
