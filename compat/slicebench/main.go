@@ -35,11 +35,13 @@ const poolName = "pool"
 func main() {
 	rounds := flag.Int("rounds", 3, "repetitions of every scenario; the table shows medians")
 	nodes := flag.Int("nodes", 100, "nodes in the many-nodes scenario")
+	only := flag.String("only", "", "comma-separated implementations to run (default: all)")
+	manyOnly := flag.Bool("many-only", false, "run only the many-nodes scenario")
 	slowWipeRounds := flag.Int("slow-wipe-rounds", 1, "rounds that include the wipe scenario for upstream with its default 30 s sync delay")
 	flag.Parse()
 	klog.SetOutput(devNull())
 	klog.LogToStderr(false)
-	if err := run(*rounds, *nodes, *slowWipeRounds); err != nil {
+	if err := run(*rounds, *nodes, *slowWipeRounds, *only, *manyOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "slicebench:", err)
 		os.Exit(1)
 	}
@@ -546,7 +548,7 @@ func diff(a, b map[string]int64) (writes, reads map[string]int64) {
 	return writes, reads
 }
 
-func run(rounds, nNodes, slowWipeRounds int) error {
+func run(rounds, nNodes, slowWipeRounds int, only string, manyOnly bool) error {
 	env := &envtest.Environment{}
 	cfg, err := env.Start()
 	if err != nil {
@@ -566,6 +568,17 @@ func run(rounds, nNodes, slowWipeRounds int) error {
 		{name: "sliceclient", driver: "sc.bench.example.com"},
 		{name: "upstream", driver: "up.bench.example.com"},
 		{name: "upstream(SyncDelay=0)", driver: "up0.bench.example.com"},
+	}
+	if only != "" {
+		var kept []impl
+		for _, im := range impls {
+			for _, name := range strings.Split(only, ",") {
+				if im.name == name {
+					kept = append(kept, im)
+				}
+			}
+		}
+		impls = kept
 	}
 	var results []result
 	for r := 0; r < rounds; r++ {
@@ -594,11 +607,13 @@ func run(rounds, nNodes, slowWipeRounds int) error {
 			if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 				return err
 			}
-			rs, err := scenarios(ctx, im, newPub, cnt, obs, admin, node, r < slowWipeRounds)
-			if err != nil {
-				return fmt.Errorf("%s round %d: %w", im.name, r, err)
+			if !manyOnly {
+				rs, err := scenarios(ctx, im, newPub, cnt, obs, admin, node, r < slowWipeRounds)
+				if err != nil {
+					return fmt.Errorf("%s round %d: %w", im.name, r, err)
+				}
+				results = append(results, rs...)
 			}
-			results = append(results, rs...)
 			mn, err := manyNodes(ctx, im, newPub, cnt, obs, admin, r, nNodes)
 			if err != nil {
 				return fmt.Errorf("%s many nodes round %d: %w", im.name, r, err)
