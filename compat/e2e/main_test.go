@@ -73,6 +73,8 @@ type node struct {
 	kubeDir  string // the kubelet's DRA state
 	drivers  []harness.GPUDriver
 	template string
+	// stoppedPods were active when the kubelet was stopped.
+	stoppedPods []*corev1.Pod
 }
 
 var nameCleaner = regexp.MustCompile(`[^a-z0-9]+`)
@@ -143,21 +145,37 @@ func (n *node) start() {
 	n.waitSlices()
 }
 
+// startAgent starts the agent process; it is ready only once the kubelet
+// registered its drivers, so callers wait for slices or registration.
 func (n *node) startAgent() {
 	n.t.Helper()
 	if err := n.agent.Start(); err != nil {
 		n.t.Fatal(err)
+	}
+}
+
+// startKubelet starts the kubelet and waits until it registered every
+// driver and the agent is ready.
+func (n *node) startKubelet() {
+	n.t.Helper()
+	n.launchKubelet()
+	for _, d := range n.drivers {
+		n.waitRegistered(d.DriverName)
 	}
 	if err := n.agent.WaitReady(n.ctx, 60*time.Second); err != nil {
 		n.t.Fatal(err)
 	}
 }
 
-func (n *node) startKubelet() {
+// launchKubelet starts the kubelet without waiting for anything.
+func (n *node) launchKubelet() {
 	n.t.Helper()
+	active := n.stoppedPods
+	n.stoppedPods = nil
 	k, err := harness.StartKubelet(n.ctx, harness.KubeletOptions{
 		Client: cluster.Client, NodeName: n.name,
 		RegistryDir: n.agent.Opts.RegistryDir, StateDir: n.kubeDir,
+		ActivePods: active,
 	})
 	if err != nil {
 		n.t.Fatal(err)
@@ -169,14 +187,14 @@ func (n *node) startKubelet() {
 			n.kubelet = nil
 		}
 	})
-	for _, d := range n.drivers {
-		n.waitRegistered(d.DriverName)
-	}
 }
 
+// stopKubelet stops the kubelet; the next launchKubelet starts with the
+// pods it had.
 func (n *node) stopKubelet() {
 	if n.kubelet != nil {
 		n.kubelet.Stop()
+		n.stoppedPods = n.kubelet.ActivePods()
 		n.kubelet = nil
 	}
 }
@@ -197,7 +215,13 @@ func (n *node) waitRegistered(driver string) {
 
 func (n *node) waitSlices() {
 	n.t.Helper()
+	exited := n.agent.Exited()
 	err := harness.Poll(n.ctx, 50*time.Millisecond, 60*time.Second, "slices of "+n.name, func(ctx context.Context) (bool, error) {
+		select {
+		case <-exited:
+			return false, harness.ErrAgentExited
+		default:
+		}
 		list, err := cluster.NodeSlices(ctx, n.name)
 		if err != nil {
 			return false, err

@@ -93,8 +93,8 @@ type AgentOptions struct {
 	RegistryDir string
 	PluginsDir  string
 	Drivers     []GPUDriver
-	// SyncDelay is slices.syncDelay; long by default so that a test sees
-	// repairs that come from watching, not from periodic resyncs.
+	// SyncDelay is slices.syncDelay, the window in which slice changes
+	// are coalesced; zero leaves the agent's default.
 	SyncDelay time.Duration
 	// Log, when set, also receives the agent's output.
 	Log io.Writer
@@ -120,9 +120,6 @@ type Agent struct {
 // NewAgent lays out the agent's directories and writes its configuration;
 // Start runs it.
 func NewAgent(o AgentOptions) (*Agent, error) {
-	if o.SyncDelay == 0 {
-		o.SyncDelay = 10 * time.Minute
-	}
 	a := &Agent{
 		Opts:       o,
 		ConfigPath: filepath.Join(o.Dir, "agent.yaml"),
@@ -197,6 +194,7 @@ func (a *Agent) WriteConfig() error {
 		return err
 	}
 	type driver struct {
+		Name   string         `json:"name"`
 		Path   string         `json:"path"`
 		SHA256 string         `json:"sha256"`
 		Args   []string       `json:"args"`
@@ -209,6 +207,9 @@ func (a *Agent) WriteConfig() error {
 			sum = pluginSum
 		}
 		drivers = append(drivers, driver{
+			// Plugin names must differ; the binary's name (the default)
+			// is the same for every instance.
+			Name: strings.ReplaceAll(d.DriverName, ".", "-"),
 			Path: o.Bins.GPUPlugin, SHA256: sum, Args: []string{},
 			Config: map[string]any{
 				"driverName": d.DriverName,
@@ -225,8 +226,10 @@ func (a *Agent) WriteConfig() error {
 		"kubelet":    map[string]any{"registryDir": o.RegistryDir, "pluginsDir": o.PluginsDir},
 		"cdi":        map[string]any{"dir": a.CDIDir},
 		"plugins":    map[string]any{"drivers": drivers},
-		"slices":     map[string]any{"syncDelay": o.SyncDelay.String()},
 		"http":       map[string]any{"address": a.HTTPAddr},
+	}
+	if o.SyncDelay != 0 {
+		cfg["slices"] = map[string]any{"syncDelay": o.SyncDelay.String()}
 	}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -371,6 +374,10 @@ func (a *Agent) Ready(ctx context.Context) (bool, error) {
 	}
 	return code == http.StatusOK, nil
 }
+
+// ExitError is how the last agent process ended (nil: status 0 or still
+// running).
+func (a *Agent) ExitError() error { return a.exitErr() }
 
 func (a *Agent) exitErr() error {
 	a.mu.Lock()

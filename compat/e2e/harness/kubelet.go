@@ -40,6 +40,10 @@ type KubeletOptions struct {
 	RegistryDir string // the plugin manager watches it (plugins_registry)
 	StateDir    string // the DRA manager's checkpoint directory
 	Logger      klog.Logger
+	// ActivePods are running on the node from the start: a restarted
+	// kubelet knows its pods before the DRA manager's first reconcile,
+	// which unprepares claims of pods it does not know.
+	ActivePods []*corev1.Pod
 }
 
 // StartKubelet starts the DRA manager and the plugin manager. Starting it
@@ -57,6 +61,9 @@ func StartKubelet(ctx context.Context, o KubeletOptions) (*Kubelet, error) {
 		return nil, fmt.Errorf("kubelet DRA manager on %s: %w", o.StateDir, err)
 	}
 	k := &Kubelet{DRA: manager, cancel: cancel, stopCh: make(chan struct{}), pods: map[string]*corev1.Pod{}}
+	for _, p := range o.ActivePods {
+		k.pods[string(p.UID)] = p
+	}
 	getNode := func(ctx context.Context) (*corev1.Node, error) {
 		return o.Client.CoreV1().Nodes().Get(ctx, o.NodeName, metav1.GetOptions{})
 	}
@@ -98,6 +105,9 @@ func (k *Kubelet) SetActive(pod *corev1.Pod, active bool) {
 		delete(k.pods, string(pod.UID))
 	}
 }
+
+// ActivePods lists the pods recorded as running.
+func (k *Kubelet) ActivePods() []*corev1.Pod { return k.activePods() }
 
 func (k *Kubelet) activePods() []*corev1.Pod {
 	k.mu.Lock()
