@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,7 +78,10 @@ type node struct {
 	stoppedPods []*corev1.Pod
 }
 
-var nameCleaner = regexp.MustCompile(`[^a-z0-9]+`)
+var (
+	nameCleaner = regexp.MustCompile(`[^a-z0-9]+`)
+	nodeSeq     atomic.Int64
+)
 
 // newNode brings up a node with an agent running drivers (default: one
 // gpu-plugin for gpu.example.com with 8 devices), waits for its slices,
@@ -98,6 +102,9 @@ func newNode(t testing.TB, drivers ...harness.GPUDriver) *node {
 	if len(name) > 50 {
 		name = strings.Trim(name[:50], "-")
 	}
+	// A benchmark function runs several times; objects of an earlier run
+	// (slices, leases: no garbage collector runs) must not collide.
+	name = fmt.Sprintf("%s-%d", name, nodeSeq.Add(1))
 	// Short paths: unix socket paths are limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "e2e-")
 	if err != nil {

@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dranode/dranode/compat/e2e/harness"
+)
+
+// Benchmarks go through the kubelet's DRA manager (PrepareResources) to the
+// agent process and its gpu-plugin. They need the control plane like the
+// tests; run them with -run '^$' -bench . (see agent/BENCHMARKS.md).
+
+// quantile of sorted durations (nearest rank).
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// reportAgentHistogram reports, from the agent's own prepare histogram
+// (its whole handling of one claim for one driver: claim lookup, durable
+// records, plugin call, CDI spec), the upper bound of the bucket holding
+// the 99th percentile and the share of prepares within 5 ms.
+func reportAgentHistogram(b *testing.B, n *node) {
+	b.Helper()
+	families, err := n.agent.Metrics(n.ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fam := families["dranode_prepare_duration_seconds"]
+	if fam == nil || len(fam.Metric) == 0 {
+		b.Fatal("agent exposes no dranode_prepare_duration_seconds")
+	}
+	h := fam.Metric[0].GetHistogram()
+	total := float64(h.GetSampleCount())
+	if total == 0 {
+		b.Fatal("agent recorded no prepare")
+	}
+	p99 := math.Inf(1)
+	var within5ms float64
+	for _, bucket := range h.Bucket {
+		if bucket.GetUpperBound() == 0.005 {
+			within5ms = float64(bucket.GetCumulativeCount()) / total
+		}
+		if float64(bucket.GetCumulativeCount()) >= 0.99*total && math.IsInf(p99, 1) {
+			p99 = bucket.GetUpperBound()
+		}
+	}
+	b.ReportMetric(p99*1000, "agent-p99-le-ms")
+	b.ReportMetric(within5ms*100, "agent-%<=5ms")
+}
+
+// One pod with one claim at a time: the latency of the kubelet's
+// PrepareResources for it.
+func BenchmarkPrepareOneClaim(b *testing.B) {
+	n := newNode(b, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 8})
+	n.start()
+	var lat []time.Duration
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		pods := n.schedulePods(fmt.Sprintf("o%d", i), 1)
+		i++
+		b.StartTimer()
+		start := time.Now()
+		if err := n.kubelet.DRA.PrepareResources(n.ctx, pods[0]); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+		b.StopTimer()
+		n.unprepareAll(pods, nil)
+		b.StartTimer()
+	}
+	slices.Sort(lat)
+	b.ReportMetric(ms(quantile(lat, 0.5)), "p50-ms")
+	b.ReportMetric(ms(quantile(lat, 0.99)), "p99-ms")
+	reportAgentHistogram(b, n)
+}
+
+// Fifty pods prepared at once, as the kubelet's pod workers would: the
+// time until all are prepared, and each pod's latency.
+func BenchmarkPrepare50Concurrent(b *testing.B) {
+	const pods = 50
+	n := newNode(b, harness.GPUDriver{DriverName: gpuDriver, NumDevices: pods})
+	n.start()
+	var batch, lat []time.Duration
+	var mu sync.Mutex
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		ps := n.schedulePods(fmt.Sprintf("c%d", i), pods)
+		i++
+		b.StartTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make([]error, len(ps))
+		for j, p := range ps {
+			wg.Go(func() {
+				t0 := time.Now()
+				errs[j] = n.kubelet.DRA.PrepareResources(n.ctx, p)
+				d := time.Since(t0)
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		batch = append(batch, time.Since(start))
+		b.StopTimer()
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		n.unprepareAll(ps, nil)
+		b.StartTimer()
+	}
+	slices.Sort(batch)
+	slices.Sort(lat)
+	b.ReportMetric(ms(quantile(batch, 0.5)), "batch-p50-ms")
+	b.ReportMetric(ms(quantile(lat, 0.5)), "pod-p50-ms")
+	b.ReportMetric(ms(quantile(lat, 0.99)), "pod-p99-ms")
+	reportAgentHistogram(b, n)
+}
+
+// The agent's resident memory with 1,000 devices published and 1,000
+// claims prepared (VmRSS of the agent process alone, plugins excluded).
+// One iteration is the whole exercise; run it with -benchtime=1x.
+func BenchmarkAgentRSS1000(b *testing.B) {
+	const count = 1000
+	for range b.N {
+		n := newNode(b, harness.GPUDriver{DriverName: gpuDriver, NumDevices: count})
+		n.start()
+		idle, err := harness.RSSBytes(n.agent.PID())
+		if err != nil {
+			b.Fatal(err)
+		}
+		var all []*corev1.Pod
+		for chunk := 0; chunk < count; chunk += 100 {
+			ps := n.schedulePods(fmt.Sprintf("m%d", chunk), 100)
+			n.prepareAll(ps, prepareTimeout)
+			all = append(all, ps...)
+		}
+		rss, err := harness.RSSBytes(n.agent.PID())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(idle)/(1<<20), "idle-rss-MiB")
+		b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
+		b.StopTimer()
+		n.unprepareAll(all, nil)
+		b.StartTimer()
+	}
+}
