@@ -14,9 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -53,6 +51,10 @@ type Options struct {
 	// backoff) and, once per slice content, with a *DroppedFieldsError. It
 	// must not block. Nil discards errors; Stats still counts them.
 	OnError func(error)
+	// Watcher, when set, is a watch of DriverName's slices on all nodes
+	// shared with other publishers of this process, instead of one watch
+	// per publisher (see Watcher). It must be for the same driver.
+	Watcher *Watcher
 }
 
 // Stats are the publisher's counters since it was created.
@@ -115,6 +117,9 @@ func New(opts Options) (*Publisher, error) {
 	}
 	if opts.NodeName == "" {
 		return nil, fmt.Errorf("%w: NodeName is empty", ErrInvalidOptions)
+	}
+	if opts.Watcher != nil && opts.Watcher.driver != opts.DriverName {
+		return nil, fmt.Errorf("%w: Watcher is for driver %q, DriverName is %q", ErrInvalidOptions, opts.Watcher.driver, opts.DriverName)
 	}
 	var ps problems
 	ps.addAll("nodeName", validateNodeName(opts.NodeName))
@@ -274,36 +279,55 @@ func (p *Publisher) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel
 
-	selector := fields.Set{
-		resourceapi.ResourceSliceSelectorNodeName: p.opts.NodeName,
-		resourceapi.ResourceSliceSelectorDriver:   p.opts.DriverName,
-	}.String()
-	slices := p.opts.Client.ResourceV1().ResourceSlices()
-	informer := cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			return slices.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			return slices.Watch(ctx, o)
-		},
-	}, &resourceapi.ResourceSlice{}, 0, cache.Indexers{})
-	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { p.observe(obj, false) },
 		UpdateFunc: func(_, obj any) { p.observe(obj, false) },
 		DeleteFunc: func(obj any) { p.observe(obj, true) },
-	})
-	if err != nil {
-		cancel()
-		return fmt.Errorf("sliceclient: watching ResourceSlices: %w", err)
 	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		defer p.queue.ShutDown()
-		informer.RunWithContext(ctx)
-	}()
+	var reg cache.ResourceEventHandlerRegistration
+	var err error
+	if w := p.opts.Watcher; w != nil {
+		if err := w.run(); err != nil {
+			cancel()
+			return fmt.Errorf("sliceclient: watching ResourceSlices: %w", err)
+		}
+		// The shared watch carries every node's slices of the driver; the
+		// handler is this node's share of it. A handler added to a running
+		// informer is first told about every object already known, so the
+		// registration syncs like an informer of our own would.
+		reg, err = w.informer.AddEventHandler(cache.FilteringResourceEventHandler{
+			FilterFunc: p.ownSlice,
+			Handler:    handler,
+		})
+		if err != nil {
+			cancel()
+			return fmt.Errorf("sliceclient: watching ResourceSlices: %w", err)
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer p.queue.ShutDown()
+			<-ctx.Done()
+			_ = w.informer.RemoveEventHandler(reg)
+		}()
+	} else {
+		selector := fields.Set{
+			resourceapi.ResourceSliceSelectorNodeName: p.opts.NodeName,
+			resourceapi.ResourceSliceSelectorDriver:   p.opts.DriverName,
+		}.String()
+		informer := newSliceInformer(p.opts.Client, selector)
+		reg, err = informer.AddEventHandler(handler)
+		if err != nil {
+			cancel()
+			return fmt.Errorf("sliceclient: watching ResourceSlices: %w", err)
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer p.queue.ShutDown()
+			informer.RunWithContext(ctx)
+		}()
+	}
 	select {
 	case <-reg.HasSyncedChecker().Done():
 	case <-ctx.Done():
@@ -328,6 +352,16 @@ func (p *Publisher) Start(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// ownSlice tells whether a shared watch's object is this publisher's: the
+// Watcher is for the driver already, so the node decides.
+func (p *Publisher) ownSlice(obj any) bool {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	slice, ok := obj.(*resourceapi.ResourceSlice)
+	return ok && slice.Spec.NodeName != nil && *slice.Spec.NodeName == p.opts.NodeName
 }
 
 func (p *Publisher) enqueueNow(pool string) {

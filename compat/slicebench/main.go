@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -37,14 +39,65 @@ func main() {
 	nodes := flag.Int("nodes", 100, "nodes in the many-nodes scenario")
 	only := flag.String("only", "", "comma-separated implementations to run (default: all)")
 	manyOnly := flag.Bool("many-only", false, "run only the many-nodes scenario")
+	flag.BoolVar(&benchFlags.nodeUID, "node-uid", false, "give both implementations the Node's UID (no Node GET at start)")
+	flag.BoolVar(&benchFlags.sharedWatch, "shared-watch", false, "many-nodes scenario: sliceclient's publishers share one sliceclient.Watcher")
+	flag.BoolVar(&benchFlags.trace, "trace", false, "many-nodes scenario: print a per-request trace summary to stderr")
+	flag.StringVar(&benchFlags.apiserverProfile, "apiserver-cpuprofile", "", "many-nodes scenario: write a 3 s CPU profile of the API server, taken from just before the start, to this file (suffixed with the implementation and round)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process only, not the API server) to this file")
 	slowWipeRounds := flag.Int("slow-wipe-rounds", 1, "rounds that include the wipe scenario for upstream with its default 30 s sync delay")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "slicebench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "slicebench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	klog.SetOutput(devNull())
 	klog.LogToStderr(false)
 	if err := run(*rounds, *nodes, *slowWipeRounds, *only, *manyOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "slicebench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
+}
+
+// benchFlags are the flags that change how publishers are started.
+var benchFlags struct {
+	nodeUID, sharedWatch, trace bool
+	apiserverProfile            string
+}
+
+// profileAPIServer asks the API server for a CPU profile of the next
+// seconds and writes it to path; the returned channel is closed when done.
+func profileAPIServer(ctx context.Context, admin kubernetes.Interface, path string, seconds int) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		raw, err := admin.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(seconds)).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(path, raw, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "API server profile:", err)
+		}
+	}()
+	return done
+}
+
+// uidFor is what a publisher is told about node's UID: nothing unless
+// -node-uid, the same for both implementations.
+func uidFor(node *corev1.Node) types.UID {
+	if benchFlags.nodeUID {
+		return node.UID
+	}
+	return ""
 }
 
 func devNull() *os.File {
@@ -108,7 +161,66 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	t.c.m[verb]++
 	t.c.mu.Unlock()
-	return t.next.RoundTrip(req)
+	if !tracing.Load() {
+		return t.next.RoundTrip(req)
+	}
+	start := time.Now()
+	resp, err := t.next.RoundTrip(req)
+	traceMu.Lock()
+	traced = append(traced, tracedRequest{verb: verb, start: start, took: time.Since(start)})
+	traceMu.Unlock()
+	return resp, err
+}
+
+// The per-request trace of the many-nodes start (-trace): when each request
+// was sent and how long until its response headers came back (for a watch,
+// until the stream opened).
+type tracedRequest struct {
+	verb  string
+	start time.Time
+	took  time.Duration
+}
+
+var (
+	tracing atomic.Bool
+	traceMu sync.Mutex
+	traced  []tracedRequest
+)
+
+// printTrace summarises the requests traced since t0, by verb: how many,
+// when the first was sent and the last answered, and the latencies.
+func printTrace(name string, t0, t1 time.Time) {
+	traceMu.Lock()
+	reqs := traced
+	traced = nil
+	traceMu.Unlock()
+	byVerb := map[string][]tracedRequest{}
+	var verbs []string
+	for _, r := range reqs {
+		if byVerb[r.verb] == nil {
+			verbs = append(verbs, r.verb)
+		}
+		byVerb[r.verb] = append(byVerb[r.verb], r)
+	}
+	fmt.Fprintf(os.Stderr, "trace %s: converged after %v\n", name, t1.Sub(t0).Round(time.Millisecond))
+	for _, v := range verbs {
+		rs := byVerb[v]
+		lat := make([]time.Duration, len(rs))
+		first, last := rs[0].start, rs[0].start.Add(rs[0].took)
+		for i, r := range rs {
+			lat[i] = r.took
+			if r.start.Before(first) {
+				first = r.start
+			}
+			if end := r.start.Add(r.took); end.After(last) {
+				last = end
+			}
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		fmt.Fprintf(os.Stderr, "  %-7s n=%-4d first sent +%-8v last answered +%-8v latency p50 %-8v p90 %-8v max %v\n",
+			v, len(rs), first.Sub(t0).Round(time.Millisecond), last.Sub(t0).Round(time.Millisecond),
+			lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*9/10].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+	}
 }
 
 func countingClient(cfg *rest.Config) (kubernetes.Interface, *counts, error) {
@@ -122,7 +234,9 @@ func countingClient(cfg *rest.Config) (kubernetes.Interface, *counts, error) {
 
 // publisher is what the scenarios drive; one adapter per implementation.
 type publisher interface {
-	start(ctx context.Context, node string, slices [][]resourceapi.Device) error
+	// start publishes for node; uid is the Node's UID, or "" to let the
+	// publisher read the Node for it.
+	start(ctx context.Context, node string, uid types.UID, slices [][]resourceapi.Device) error
 	update(slices [][]resourceapi.Device)
 	// waitIdle waits until the sync caused by the last update is done.
 	waitIdle(ctx context.Context) error
@@ -137,9 +251,10 @@ type impl struct {
 // --- sliceclient ---
 
 type scPub struct {
-	c      kubernetes.Interface
-	driver string
-	p      *sliceclient.Publisher
+	c       kubernetes.Interface
+	driver  string
+	watcher *sliceclient.Watcher // shared by the publishers of the many-nodes scenario, when -shared-watch
+	p       *sliceclient.Publisher
 }
 
 func flat(slices [][]resourceapi.Device) sliceclient.Inventory {
@@ -150,8 +265,8 @@ func flat(slices [][]resourceapi.Device) sliceclient.Inventory {
 	return sliceclient.Inventory{Pools: []sliceclient.Pool{{Name: poolName, Devices: devs}}}
 }
 
-func (s *scPub) start(ctx context.Context, node string, slices [][]resourceapi.Device) error {
-	p, err := sliceclient.New(sliceclient.Options{Client: s.c, DriverName: s.driver, NodeName: node})
+func (s *scPub) start(ctx context.Context, node string, uid types.UID, slices [][]resourceapi.Device) error {
+	p, err := sliceclient.New(sliceclient.Options{Client: s.c, DriverName: s.driver, NodeName: node, NodeUID: uid, Watcher: s.watcher})
 	if err != nil {
 		return err
 	}
@@ -159,8 +274,15 @@ func (s *scPub) start(ctx context.Context, node string, slices [][]resourceapi.D
 		return err
 	}
 	s.p = p
+	t := time.Now()
 	if err := p.Start(ctx); err != nil {
 		return err
+	}
+	if tracing.Load() {
+		// Not a request: how long Start took (Node GET, list, watch).
+		traceMu.Lock()
+		traced = append(traced, tracedRequest{verb: "(Start)", start: t, took: time.Since(t)})
+		traceMu.Unlock()
 	}
 	return p.WaitForSync(ctx)
 }
@@ -219,7 +341,7 @@ func upResources(slices [][]resourceapi.Device) *resourceslice.DriverResources {
 	return &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{poolName: pool}}
 }
 
-func (u *upPub) start(ctx context.Context, node string, slices [][]resourceapi.Device) error {
+func (u *upPub) start(ctx context.Context, node string, uid types.UID, slices [][]resourceapi.Device) error {
 	u.q = &watchedQueue{
 		TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		changed:                    make(chan struct{}),
@@ -230,7 +352,7 @@ func (u *upPub) start(ctx context.Context, node string, slices [][]resourceapi.D
 	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
 		DriverName: u.driver,
 		KubeClient: u.c,
-		Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: node},
+		Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: node, UID: uid},
 		Resources:  upResources(slices),
 		Queue:      u.q,
 		SyncDelay:  u.syncDelay,
@@ -604,11 +726,12 @@ func run(rounds, nNodes, slowWipeRounds int, only string, manyOnly bool) error {
 				return err
 			}
 			node := fmt.Sprintf("bench-%d-%s", r, strings.Split(im.driver, ".")[0])
-			if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+			nodeObj, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+			if err != nil {
 				return err
 			}
 			if !manyOnly {
-				rs, err := scenarios(ctx, im, newPub, cnt, obs, admin, node, r < slowWipeRounds)
+				rs, err := scenarios(ctx, im, newPub, cnt, obs, admin, node, uidFor(nodeObj), r < slowWipeRounds)
 				if err != nil {
 					return fmt.Errorf("%s round %d: %w", im.name, r, err)
 				}
@@ -634,7 +757,7 @@ func measure(cnt *counts, f func() (time.Time, time.Time, error)) (time.Duration
 	return t1.Sub(t0), w, r, err
 }
 
-func scenarios(ctx context.Context, im impl, newPub func() publisher, cnt *counts, obs *observer, admin kubernetes.Interface, node string, slowWipe bool) ([]result, error) {
+func scenarios(ctx context.Context, im impl, newPub func() publisher, cnt *counts, obs *observer, admin kubernetes.Interface, node string, uid types.UID, slowWipe bool) ([]result, error) {
 	var out []result
 	add := func(name string, d time.Duration, w, r map[string]int64, note string) {
 		out = append(out, result{scenario: name, impl: im.name, writes: w, reads: r, d: d, note: note})
@@ -645,7 +768,7 @@ func scenarios(ctx context.Context, im impl, newPub func() publisher, cnt *count
 	// Initial publish: from the start call until the slices are stored.
 	d, w, r, err := measure(cnt, func() (time.Time, time.Time, error) {
 		t0 := time.Now()
-		if err := pub.start(ctx, node, state); err != nil {
+		if err := pub.start(ctx, node, uid, state); err != nil {
 			return t0, t0, err
 		}
 		t1, err := obs.waitMatch(ctx, expect(node, state))
@@ -661,7 +784,7 @@ func scenarios(ctx context.Context, im impl, newPub func() publisher, cnt *count
 	pub = newPub()
 	d, w, r, err = measure(cnt, func() (time.Time, time.Time, error) {
 		t0 := time.Now()
-		if err := pub.start(ctx, node, state); err != nil {
+		if err := pub.start(ctx, node, uid, state); err != nil {
 			return t0, t0, err
 		}
 		if err := pub.waitIdle(ctx); err != nil {
@@ -784,23 +907,49 @@ func cpuTime() time.Duration {
 func manyNodes(ctx context.Context, im impl, newPub func() publisher, cnt *counts, obs *observer, admin kubernetes.Interface, round, n int) ([]result, error) {
 	nodes := make([]string, n)
 	es := make([]*expectation, n)
+	uids := make([]types.UID, n)
 	state := initialSlices("d-", 1, 64)
 	for i := range nodes {
 		nodes[i] = fmt.Sprintf("many-%d-%s-%d", round, strings.Split(im.driver, ".")[0], i)
-		if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodes[i]}}, metav1.CreateOptions{}); err != nil {
+		nodeObj, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodes[i]}}, metav1.CreateOptions{})
+		if err != nil {
 			return nil, err
 		}
+		uids[i] = uidFor(nodeObj)
 		es[i] = expect(nodes[i], state)
 	}
 	pubs := make([]publisher, n)
+	var watcher *sliceclient.Watcher
+	defer func() {
+		if watcher != nil {
+			watcher.Stop() // after the publishers, stopped below
+		}
+	}()
 	var failed atomic.Value
 	d, w, r, err := measure(cnt, func() (time.Time, time.Time, error) {
+		if benchFlags.apiserverProfile != "" {
+			profiled := profileAPIServer(ctx, admin, fmt.Sprintf("%s.%s.%d", benchFlags.apiserverProfile, im.name, round), 3)
+			defer func() { <-profiled }()
+			time.Sleep(50 * time.Millisecond) // let the profile begin
+		}
+		// The shared watch is created inside the timing: its list and watch
+		// are part of what the publishers' start costs.
 		t0 := time.Now()
+		tracing.Store(benchFlags.trace)
 		var wg sync.WaitGroup
 		for i := range pubs {
 			pubs[i] = newPub()
+			if sc, ok := pubs[i].(*scPub); ok && benchFlags.sharedWatch {
+				if watcher == nil {
+					var err error
+					if watcher, err = sliceclient.NewWatcher(sc.c, sc.driver); err != nil {
+						return t0, t0, err
+					}
+				}
+				sc.watcher = watcher
+			}
 			wg.Go(func() {
-				if err := pubs[i].start(ctx, nodes[i], state); err != nil {
+				if err := pubs[i].start(ctx, nodes[i], uids[i], state); err != nil {
 					failed.Store(err)
 				}
 			})
@@ -810,6 +959,10 @@ func manyNodes(ctx context.Context, im impl, newPub func() publisher, cnt *count
 			return t0, t0, err
 		}
 		t1, err := obs.waitMatch(ctx, es...)
+		if benchFlags.trace {
+			tracing.Store(false)
+			printTrace(im.name, t0, t1)
+		}
 		return t0, t1, err
 	})
 	if err != nil {
