@@ -120,6 +120,7 @@ type driver struct {
 
 	mu         sync.Mutex
 	cfg        config
+	nodeName   string // the agent's node; names the driver's one pool
 	configured chan struct{}
 }
 
@@ -170,6 +171,7 @@ func (d *driver) Configure(_ context.Context, nodeName string, raw []byte) error
 	default:
 	}
 	d.cfg = cfg
+	d.nodeName = nodeName
 	close(d.configured)
 	d.log.Info("configured", "node", nodeName, "driver", cfg.DriverName, "devices", *cfg.NumDevices, "devRoot", cfg.DevRoot)
 	return nil
@@ -223,21 +225,24 @@ func (d *driver) WatchDevices(ctx context.Context, send func(pluginmgr.Inventory
 		return err
 	}
 	// The simulated inventory never changes after Configure.
-	if err := send(inventory(cfg, poolName())); err != nil {
+	if err := send(inventory(cfg, d.poolName())); err != nil {
 		return err
 	}
 	<-ctx.Done()
 	return nil
 }
 
-// poolName is the node's pool; the simulation uses one pool named after the
-// host, which the agent's node name usually matches.
-func poolName() string {
-	h, err := os.Hostname()
-	if err != nil || len(validation.IsDNS1123Subdomain(h)) > 0 {
+// poolName is the node's pool: one pool per node, named after the node the
+// agent configured (a node name is a DNS subdomain, as a pool name must be).
+// Only a driver configured without a node name, which the agent never does,
+// falls back to "node".
+func (d *driver) poolName() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.nodeName == "" || len(validation.IsDNS1123Subdomain(d.nodeName)) > 0 {
 		return "node"
 	}
-	return h
+	return d.nodeName
 }
 
 func healthSnapshot(cfg config, pool string) []pluginmgr.DeviceHealth {
@@ -260,7 +265,7 @@ func (d *driver) WatchHealth(ctx context.Context, send func([]pluginmgr.DeviceHe
 	if err != nil {
 		return err
 	}
-	pool := poolName()
+	pool := d.poolName()
 	var last []pluginmgr.DeviceHealth
 	ticker := time.NewTicker(time.Duration(cfg.HealthPollInterval))
 	defer ticker.Stop()

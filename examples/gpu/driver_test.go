@@ -183,3 +183,21 @@ func TestUnhealthyDevice(t *testing.T) {
 		t.Errorf("Prepare of an unhealthy GPU = %+v", res[0])
 	}
 }
+
+func TestPoolIsNamedAfterTheConfiguredNode(t *testing.T) {
+	d, _ := configured(t, `{"numDevices": 1, "devRoot": "`+t.TempDir()+`"}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got pluginmgr.Inventory
+	err := d.WatchDevices(ctx, func(inv pluginmgr.Inventory) error {
+		got = inv
+		cancel()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Pools) != 1 || got.Pools[0].Name != "node-1" {
+		t.Fatalf("pools %+v, want one pool named after the configured node node-1", got.Pools)
+	}
+}

@@ -161,8 +161,15 @@ driver announced and calls the DRA v1 service for every --claim.`,
 	}
 }
 
+// dialUnix connects to a Unix socket. The path is made absolute first: in a
+// "unix://" target a relative path's first element would be read as the
+// URL's authority.
 func dialUnix(path string) (*grpc.ClientConn, error) {
-	return grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	return grpc.NewClient("unix://"+abs, grpc.WithTransportCredentials(insecure.NewCredentials()))
 }
 
 // findDriver returns the registration socket and info of driver: its

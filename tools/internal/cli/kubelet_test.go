@@ -226,8 +226,11 @@ func TestKubeletPrepareUnprepareAgainstAgent(t *testing.T) {
 		t.Errorf("sweep keeping the claim lists %v", got)
 	}
 
-	// Preparing again is answered from the agent's record: same devices.
-	again := mustJSON[kubeletReport](t, dranodectl(t, "kubelet", "prepare", "--registry-dir", a.registryDir, "--driver", "gpu.example.com", "--claim", claim, "-o", "json"))
+	// Preparing again is answered from the agent's record: same devices. The
+	// registry directory is given relative to the working directory this
+	// time, as a user in the repository root would type it.
+	t.Chdir(filepath.Dir(a.registryDir))
+	again := mustJSON[kubeletReport](t, dranodectl(t, "kubelet", "prepare", "--registry-dir", filepath.Base(a.registryDir), "--driver", "gpu.example.com", "--claim", claim, "-o", "json"))
 	if len(again.Claims) != 1 || len(again.Claims[0].Devices) != 1 || strings.Join(again.Claims[0].Devices[0].CDIDeviceIDs, ",") != strings.Join(dev.CDIDeviceIDs, ",") {
 		t.Errorf("second prepare %+v differs from the first %+v", again, rep)
 	}
