@@ -110,7 +110,7 @@ run:
 	@mkdir -p $(BIN_DIR) $(RUN_DIR)
 	cd agent && GOWORK=off $(GO) build -o $(BIN_DIR)/dranode-agent ./cmd/dranode-agent
 	cd examples && GOWORK=off $(GO) build -o $(BIN_DIR)/gpu-plugin ./gpu
-	cd tools && GOWORK=off $(GO) build -o $(BIN_DIR)/dranodectl ./cmd/dranodectl || echo "warning: dranodectl did not build; the agent runs without it"
+	cd tools && GOWORK=off $(GO) build -o $(BIN_DIR)/dranodectl ./cmd/dranodectl
 	sed -e 's|@RUN@|$(RUN_DIR)|g' -e 's|@BIN@|$(BIN_DIR)|g' -e 's|@CLAIMS@|$(CURDIR)/examples/config/claims|g' \
 	    -e "s|@GPU_SHA256@|$$(sha256sum $(BIN_DIR)/gpu-plugin | cut -d' ' -f1)|g" \
 	    examples/config/standalone.yaml > $(RUN_DIR)/agent.yaml
