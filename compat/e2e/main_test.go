@@ -89,6 +89,12 @@ var (
 // slices it wiped at its start are back.
 func newNode(t testing.TB, drivers ...harness.GPUDriver) *node {
 	t.Helper()
+	return newNodeWith(t, nil, drivers...)
+}
+
+// newNodeWith is newNode with a chance to change the agent's options.
+func newNodeWith(t testing.TB, tweak func(*harness.AgentOptions), drivers ...harness.GPUDriver) *node {
+	t.Helper()
 	needCluster(t)
 	if buildError != nil {
 		t.Fatalf("e2e setup: %v", buildError)
@@ -124,11 +130,15 @@ func newNode(t testing.TB, drivers ...harness.GPUDriver) *node {
 			t.Fatal(err)
 		}
 	}
-	n.agent, err = harness.NewAgent(harness.AgentOptions{
+	opts := harness.AgentOptions{
 		Bins: bins, Dir: filepath.Join(dir, "agent"), NodeName: n.name, Kubeconfig: cluster.Kubeconfig,
 		RegistryDir: filepath.Join(dir, "registry"), PluginsDir: filepath.Join(dir, "plugins"),
 		Drivers: drivers,
-	})
+	}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	n.agent, err = harness.NewAgent(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +277,12 @@ func (n *node) ensureTemplate() string {
 // and waits until the scheduler bound them and allocated their claims.
 func (n *node) schedulePods(prefix string, count int) []*corev1.Pod {
 	n.t.Helper()
-	tmpl := n.ensureTemplate()
+	return n.schedulePodsWith(prefix, count, n.ensureTemplate())
+}
+
+// schedulePodsWith is schedulePods with claims from another template.
+func (n *node) schedulePodsWith(prefix string, count int, tmpl string) []*corev1.Pod {
+	n.t.Helper()
 	var names []string
 	for i := range count {
 		name := fmt.Sprintf("%s-%d", prefix, i)

@@ -108,7 +108,9 @@ func TestAgentRestartMidway(t *testing.T) {
 }
 
 // The driver plugin is killed with SIGKILL while the kubelet prepares
-// pods; the agent restarts it and the kubelet's retries succeed.
+// pods; the agent restarts it and the kubelet's retries succeed. The plugin
+// is frozen (SIGSTOP) before the prepares start, so calls are inside it
+// when it dies; the agent's error counter proves some were.
 func TestPluginKilledDuringPrepare(t *testing.T) {
 	n := newNode(t, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 32})
 	n.start()
@@ -117,18 +119,30 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 		t.Fatalf("plugin processes of the agent: %v, %v; want one", oldPIDs, err)
 	}
 	pods := n.schedulePods("k", 20)
+	errorsBefore := n.prepareErrors()
 
+	if err := syscall.Kill(oldPIDs[0], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(pods))
 	for i, p := range pods {
 		wg.Go(func() { errs[i] = n.prepare(p, prepareTimeout) })
 	}
+	// Time for the first calls to reach the frozen plugin; if none had,
+	// the error count below says so.
+	time.Sleep(time.Second)
 	if err := syscall.Kill(oldPIDs[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
+	}
+	if got := n.prepareErrors() - errorsBefore; got == 0 {
+		t.Errorf("no prepare failed: the kill did not land during a Prepare call")
+	} else {
+		t.Logf("%v prepares failed with the plugin and were retried", got)
 	}
 	newPIDs, err := n.agent.PluginPIDs()
 	if err != nil || len(newPIDs) != 1 || newPIDs[0] == oldPIDs[0] {
@@ -139,6 +153,22 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 		ids[i] = n.verifyCDI(p)
 	}
 	n.unprepareAll(pods, ids)
+}
+
+// prepareErrors is the agent's dranode_prepare_errors_total, all drivers.
+func (n *node) prepareErrors() float64 {
+	n.t.Helper()
+	families, err := n.agent.Metrics(n.ctx)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var sum float64
+	if fam := families["dranode_prepare_errors_total"]; fam != nil {
+		for _, m := range fam.Metric {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
 
 // markUnhealthy makes gpu-plugin refuse to prepare the pod's device: a

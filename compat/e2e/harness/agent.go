@@ -96,6 +96,10 @@ type AgentOptions struct {
 	// SyncDelay is slices.syncDelay, the window in which slice changes
 	// are coalesced; zero leaves the agent's default.
 	SyncDelay time.Duration
+	// ClaimsQPS and ClaimsBurst set claims.qps and claims.burst (the
+	// agent's client for claim lookups); zero leaves the agent's default.
+	ClaimsQPS   float32
+	ClaimsBurst int
 	// Log, when set, also receives the agent's output.
 	Log io.Writer
 }
@@ -227,6 +231,16 @@ func (a *Agent) WriteConfig() error {
 		"cdi":        map[string]any{"dir": a.CDIDir},
 		"plugins":    map[string]any{"drivers": drivers},
 		"http":       map[string]any{"address": a.HTTPAddr},
+	}
+	if o.ClaimsQPS != 0 || o.ClaimsBurst != 0 {
+		claims := map[string]any{}
+		if o.ClaimsQPS != 0 {
+			claims["qps"] = o.ClaimsQPS
+		}
+		if o.ClaimsBurst != 0 {
+			claims["burst"] = o.ClaimsBurst
+		}
+		cfg["claims"] = claims
 	}
 	if o.SyncDelay != 0 {
 		cfg["slices"] = map[string]any{"syncDelay": o.SyncDelay.String()}

@@ -67,11 +67,17 @@ func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
 
 // EnsureDeviceClass creates a DeviceClass selecting every device of driver.
 func (c *Cluster) EnsureDeviceClass(ctx context.Context, name, driver string) error {
+	return c.EnsureDeviceClassCEL(ctx, name, fmt.Sprintf("device.driver == %q", driver))
+}
+
+// EnsureDeviceClassCEL creates a DeviceClass selecting devices by a CEL
+// expression.
+func (c *Cluster) EnsureDeviceClassCEL(ctx context.Context, name, expression string) error {
 	class := &resourcev1.DeviceClass{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: resourcev1.DeviceClassSpec{
 			Selectors: []resourcev1.DeviceSelector{{
-				CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", driver)},
+				CEL: &resourcev1.CELDeviceSelector{Expression: expression},
 			}},
 		},
 	}
