@@ -13,6 +13,10 @@
 // a pool generation bump. The generation is bumped, rewriting the pool, only
 // when slices must be added or removed or a device must move between slices.
 //
+// A process that publishes for many nodes can give its publishers one
+// [Watcher], a single watch of the driver's slices on all nodes, instead of
+// one watch per publisher.
+//
 // [WriteDir] is a dry-run sink: it writes the slices that would be published
 // as YAML files to a directory, for running without a cluster.
 package sliceclient

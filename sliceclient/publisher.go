@@ -100,6 +100,13 @@ type Publisher struct {
 	lastStart map[string]time.Time    // per pool: when its last sync started
 	done      map[string]uint64       // per pool: want as of the last successful sync
 	changed   chan struct{}           // closed and replaced when done changes
+	// Writes in flight by slice name, the watch events about those slices
+	// that arrived meanwhile, and what the finished writes' own events look
+	// like: an event may beat the response to the write that caused it, and
+	// must then not count as someone else's change (see observe, writeDone).
+	writing  map[string]int
+	deferred map[string][]sliceEvent
+	echoes   map[string][]sliceEvent
 
 	creates, updates, deletes, errs, syncs atomic.Int64
 
@@ -150,6 +157,9 @@ func New(opts Options) (*Publisher, error) {
 		lastStart: map[string]time.Time{},
 		done:      map[string]uint64{},
 		changed:   make(chan struct{}),
+		writing:   map[string]int{},
+		deferred:  map[string][]sliceEvent{},
+		echoes:    map[string][]sliceEvent{},
 	}, nil
 }
 
@@ -434,9 +444,18 @@ func (p *Publisher) observe(obj any, deleted bool) {
 		return
 	}
 	p.mu.Lock()
+	if p.writing[slice.Name] > 0 {
+		// Possibly the echo of a write whose response is still on its way:
+		// writeDone decides once the writes are answered.
+		p.deferred[slice.Name] = append(p.deferred[slice.Name], eventOf(slice, deleted))
+	}
 	cur := p.stored[slice.Name]
-	echo := false
+	echo := p.writing[slice.Name] > 0
 	switch {
+	case deleted && echo:
+		if cur != nil && !rvNewer(cur.obj.ResourceVersion, slice.ResourceVersion) {
+			delete(p.stored, slice.Name)
+		}
 	case deleted:
 		// Without a local copy we deleted it ourselves; with a newer one we
 		// already wrote it again. Either way there is nothing to repair.
@@ -504,6 +523,15 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 		}
 	}
 	plan := p.planner.plan(pool, dp, stored, p.accepted)
+	for _, obj := range plan.deletes {
+		p.writing[obj.Name]++
+	}
+	for _, w := range plan.updates {
+		p.writing[w.obj.Name]++
+	}
+	for _, w := range plan.creates {
+		p.writing[w.obj.Name]++
+	}
 	p.mu.Unlock()
 	if plan.empty() {
 		return nil
@@ -522,6 +550,7 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 	parallel(len(plan.deletes), func(i int) {
 		obj := plan.deletes[i]
 		err := api.Delete(ctx, obj.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &obj.UID}})
+		defer p.writeDone(pool, obj.Name, sliceEvent{deleted: true, uid: obj.UID}, err == nil || apierrors.IsNotFound(err))
 		if err != nil && !apierrors.IsNotFound(err) {
 			fail(fmt.Errorf("deleting ResourceSlice %s: %w", obj.Name, err))
 			return
@@ -536,6 +565,7 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 	parallel(len(plan.updates), func(i int) {
 		w := plan.updates[i]
 		got, err := api.Update(ctx, w.obj, metav1.UpdateOptions{})
+		defer p.writeDone(pool, w.obj.Name, eventOf(got, false), err == nil)
 		if err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				p.refresh(ctx, w.obj.Name)
@@ -549,6 +579,7 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 	parallel(len(plan.creates), func(i int) {
 		w := plan.creates[i]
 		got, err := api.Create(ctx, w.obj, metav1.CreateOptions{})
+		defer p.writeDone(pool, w.obj.Name, eventOf(got, false), err == nil)
 		if err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				p.refresh(ctx, w.obj.Name)
@@ -560,6 +591,59 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 		p.stored1(w, got)
 	})
 	return errors.Join(errs...)
+}
+
+// sliceEvent is what matters of a watch event to tell an echo: a deletion
+// by UID, anything else by resourceVersion.
+type sliceEvent struct {
+	deleted bool
+	uid     types.UID
+	rv      string
+}
+
+func eventOf(s *resourceapi.ResourceSlice, deleted bool) sliceEvent {
+	if s == nil {
+		return sliceEvent{}
+	}
+	if deleted {
+		return sliceEvent{deleted: true, uid: s.UID}
+	}
+	return sliceEvent{rv: s.ResourceVersion}
+}
+
+// writeDone ends a write to slice name of pool (after its result is
+// recorded: deferred calls run after the write's own bookkeeping). When the
+// last write in flight to that slice is answered, the events that arrived
+// meanwhile are checked: one that is not the echo of a successful write is
+// someone else's change, and the pool is synced again.
+func (p *Publisher) writeDone(pool, name string, echo sliceEvent, ok bool) {
+	p.mu.Lock()
+	if ok {
+		p.echoes[name] = append(p.echoes[name], echo)
+	}
+	p.writing[name]--
+	if p.writing[name] > 0 {
+		p.mu.Unlock()
+		return
+	}
+	foreign := false
+	for _, ev := range p.deferred[name] {
+		own := false
+		for _, e := range p.echoes[name] {
+			if e == ev {
+				own = true
+				break
+			}
+		}
+		foreign = foreign || !own
+	}
+	delete(p.writing, name)
+	delete(p.deferred, name)
+	delete(p.echoes, name)
+	p.mu.Unlock()
+	if foreign {
+		p.enqueue(pool)
+	}
 }
 
 // stored1 records what the server returned for a write, and whether it kept
