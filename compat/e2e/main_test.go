@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
 	draplugin "k8s.io/kubernetes/pkg/kubelet/cm/dra/plugin"
 
 	"github.com/dranode/dranode/compat/e2e/harness"
@@ -192,7 +194,7 @@ func (n *node) launchKubelet() {
 	k, err := harness.StartKubelet(n.ctx, harness.KubeletOptions{
 		Client: cluster.Client, NodeName: n.name,
 		RegistryDir: n.agent.Opts.RegistryDir, StateDir: n.kubeDir,
-		ActivePods: active,
+		ActivePods: active, Logger: kubeletLogger(),
 	})
 	if err != nil {
 		n.t.Fatal(err)
@@ -444,4 +446,13 @@ func needCluster(t testing.TB) {
 	if clusterError != nil {
 		t.Fatalf("e2e setup: %v", clusterError)
 	}
+}
+
+// kubeletLogger keeps the kubelet code's logs out of benchmark output
+// (klog writes them unprefixed, breaking benchstat's parsing) unless -v.
+func kubeletLogger() logr.Logger {
+	if testing.Verbose() {
+		return klog.Background()
+	}
+	return logr.Discard()
 }
