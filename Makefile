@@ -20,6 +20,9 @@ ALL_MODULES := $(MODULES) $(COMPAT_MODULES)
 
 # Flags for go test; CI keeps the defaults, developers may add -run or -count.
 TESTFLAGS ?=
+# Some tests build what they check (helm, the kubelet-side harnesses) on a
+# cold cache; go test's default 10-minute limit is too tight for that on 2 cores.
+TEST_TIMEOUT ?= 30m
 
 .PHONY: all test check lint vet workspace tidy-check fmt-check modcheck selftest generate generate-check tag list-modules controlplane
 all: check
@@ -40,7 +43,7 @@ controlplane:
 test/%: controlplane
 	@echo "==> test $*"
 	cd $* && GOWORK=off $(GO) vet ./...
-	cd $* && GOWORK=off $(GO) test -race $(TESTFLAGS) ./...
+	cd $* && GOWORK=off $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 vet: $(addprefix vet/,$(ALL_MODULES))
 
