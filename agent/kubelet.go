@@ -198,19 +198,14 @@ func (s *draService) NodePrepareResources(ctx context.Context, req *drapbv1.Node
 		return nil, err
 	}
 	defer done()
-	log := s.a.log.WithValues("driver", s.d.name, "requestID", newRequestID())
-	resp := &drapbv1.NodePrepareResourcesResponse{Claims: make(map[string]*drapbv1.NodePrepareResourceResponse, len(req.Claims))}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, c := range req.Claims {
-		wg.Go(func() {
-			clog := log.WithValues("claimUID", c.Uid, "claim", c.Namespace+"/"+c.Name)
+	claims := eachClaim(ctx, s.a.log.WithValues("driver", s.d.name, "requestID", newRequestID()), req.Claims,
+		func(ctx context.Context, c *drapbv1.Claim) *drapbv1.NodePrepareResourceResponse {
 			start := time.Now()
-			devs, err := s.a.Prepare(logr.NewContext(ctx, clog), s.d.name, ClaimRequest{Namespace: c.Namespace, Name: c.Name, UID: c.Uid})
+			devs, err := s.a.Prepare(ctx, s.d.name, ClaimRequest{Namespace: c.Namespace, Name: c.Name, UID: c.Uid})
 			s.a.metrics.observePrepare(s.d.name, time.Since(start), err)
 			r := &drapbv1.NodePrepareResourceResponse{}
 			if err != nil {
-				clog.Error(err, "Prepare failed")
+				logr.FromContextOrDiscard(ctx).Error(err, "Prepare failed")
 				r.Error = errorForKubelet(err)
 			}
 			for _, dv := range devs {
@@ -220,13 +215,9 @@ func (s *draService) NodePrepareResources(ctx context.Context, req *drapbv1.Node
 				}
 				r.Devices = append(r.Devices, pd)
 			}
-			mu.Lock()
-			resp.Claims[c.Uid] = r
-			mu.Unlock()
+			return r
 		})
-	}
-	wg.Wait()
-	return resp, nil
+	return &drapbv1.NodePrepareResourcesResponse{Claims: claims}, nil
 }
 
 func (s *draService) NodeUnprepareResources(ctx context.Context, req *drapbv1.NodeUnprepareResourcesRequest) (*drapbv1.NodeUnprepareResourcesResponse, error) {
@@ -235,28 +226,40 @@ func (s *draService) NodeUnprepareResources(ctx context.Context, req *drapbv1.No
 		return nil, err
 	}
 	defer done()
-	log := s.a.log.WithValues("driver", s.d.name, "requestID", newRequestID())
-	resp := &drapbv1.NodeUnprepareResourcesResponse{Claims: make(map[string]*drapbv1.NodeUnprepareResourceResponse, len(req.Claims))}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, c := range req.Claims {
-		wg.Go(func() {
-			clog := log.WithValues("claimUID", c.Uid, "claim", c.Namespace+"/"+c.Name)
+	claims := eachClaim(ctx, s.a.log.WithValues("driver", s.d.name, "requestID", newRequestID()), req.Claims,
+		func(ctx context.Context, c *drapbv1.Claim) *drapbv1.NodeUnprepareResourceResponse {
 			start := time.Now()
-			err := s.a.Unprepare(logr.NewContext(ctx, clog), c.Uid)
+			err := s.a.Unprepare(ctx, c.Uid)
 			s.a.metrics.observeUnprepare(s.d.name, time.Since(start), err)
 			r := &drapbv1.NodeUnprepareResourceResponse{}
 			if err != nil {
-				clog.Error(err, "Unprepare failed")
+				logr.FromContextOrDiscard(ctx).Error(err, "Unprepare failed")
 				r.Error = errorForKubelet(err)
 			}
+			return r
+		})
+	return &drapbv1.NodeUnprepareResourcesResponse{Claims: claims}, nil
+}
+
+// eachClaim answers every claim of one kubelet call concurrently (different
+// claims never wait for each other; one claim's calls are serialized further
+// down, by the claim record) and collects the answers by claim UID. Each
+// call's context carries a logger naming the claim.
+func eachClaim[R any](ctx context.Context, log logr.Logger, claims []*drapbv1.Claim, answer func(context.Context, *drapbv1.Claim) R) map[string]R {
+	out := make(map[string]R, len(claims))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, c := range claims {
+		wg.Go(func() {
+			clog := log.WithValues("claimUID", c.Uid, "claim", c.Namespace+"/"+c.Name)
+			r := answer(logr.NewContext(ctx, clog), c)
 			mu.Lock()
-			resp.Claims[c.Uid] = r
+			out[c.Uid] = r
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	return resp, nil
+	return out
 }
 
 // errorForKubelet marks retryable failures in the per-claim error text (the
