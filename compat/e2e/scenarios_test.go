@@ -129,9 +129,16 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 	for i, p := range pods {
 		wg.Go(func() { errs[i] = n.prepare(p, prepareTimeout) })
 	}
-	// Time for the first calls to reach the frozen plugin; if none had,
-	// the error count below says so.
-	time.Sleep(time.Second)
+	// A claim in the agent's record (PrepareStarted is recorded right
+	// before the plugin call; none was recorded before) means calls are
+	// reaching the frozen plugin; the error count below confirms it.
+	err = harness.Poll(n.ctx, 20*time.Millisecond, 60*time.Second, "a claim recorded by the agent", func(context.Context) (bool, error) {
+		return n.gauge("dranode_claims_recorded") > 0, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
 	if err := syscall.Kill(oldPIDs[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -156,16 +163,19 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 }
 
 // prepareErrors is the agent's dranode_prepare_errors_total, all drivers.
-func (n *node) prepareErrors() float64 {
+func (n *node) prepareErrors() float64 { return n.gauge("dranode_prepare_errors_total") }
+
+// gauge sums a counter or gauge of the agent over its labels.
+func (n *node) gauge(name string) float64 {
 	n.t.Helper()
 	families, err := n.agent.Metrics(n.ctx)
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	var sum float64
-	if fam := families["dranode_prepare_errors_total"]; fam != nil {
+	if fam := families[name]; fam != nil {
 		for _, m := range fam.Metric {
-			sum += m.GetCounter().GetValue()
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return sum
