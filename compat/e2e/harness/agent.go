@@ -115,10 +115,11 @@ type Agent struct {
 	HTTPAddr   string
 	LogPath    string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	exit chan struct{}
-	err  error
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exit   chan struct{}
+	err    error
+	groups []int // process groups of every agent started, for Stop
 }
 
 // NewAgent lays out the agent's directories and writes its configuration;
@@ -285,6 +286,7 @@ func (a *Agent) Start() error {
 	}
 	exit := make(chan struct{})
 	a.cmd, a.exit = cmd, exit
+	a.groups = append(a.groups, cmd.Process.Pid)
 	go func() {
 		err := cmd.Wait()
 		logFile.Close()
@@ -318,8 +320,18 @@ func (a *Agent) Exited() <-chan struct{} {
 func (a *Agent) Kill() { a.signal(syscall.SIGKILL, false) }
 
 // Stop sends SIGTERM and waits; after 20 s the whole process group is
-// killed. Plugins left behind by a Kill are killed too.
-func (a *Agent) Stop() { a.signal(syscall.SIGTERM, true) }
+// killed. Plugins left behind by an earlier Kill (they outlive their agent,
+// in its process group) are killed too.
+func (a *Agent) Stop() {
+	a.signal(syscall.SIGTERM, true)
+	a.mu.Lock()
+	groups := a.groups
+	a.groups = nil
+	a.mu.Unlock()
+	for _, g := range groups {
+		_ = syscall.Kill(-g, syscall.SIGKILL)
+	}
+}
 
 func (a *Agent) signal(sig syscall.Signal, group bool) {
 	a.mu.Lock()
