@@ -295,6 +295,7 @@ func (p *Plugin) start() (*instance, error) {
 	// The plugin creates its socket here, so Close can remove what a killed
 	// plugin leaves behind.
 	cmd.Env = []string{plugin.EnvUnixSocketDir + "=" + p.sockDir}
+	killWithHost(cmd)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {pluginKey: &grpcPlugin{}}},

@@ -14,6 +14,9 @@ import (
 var testDriverPath string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(hostModeEnv) != "" {
+		runAsHost()
+	}
 	dir, err := os.MkdirTemp("", "pluginmgr-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

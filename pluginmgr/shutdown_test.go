@@ -24,11 +24,15 @@ func openFDs(t testing.TB) int {
 // children lists the PIDs (zombies included) whose parent is this process.
 func children(t testing.TB) []int {
 	t.Helper()
+	return childPIDs(os.Getpid())
+}
+
+// childPIDs lists the PIDs (zombies included) whose parent is parent.
+func childPIDs(parent int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
-	self := os.Getpid()
 	var out []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -39,17 +43,26 @@ func children(t testing.TB) []int {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		// pid (comm) state ppid ...; comm may contain spaces, so split
-		// after the last ')'.
-		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
-		fields := strings.Fields(rest)
-		if len(fields) > 1 {
-			if ppid, _ := strconv.Atoi(fields[1]); ppid == self {
+		if fields := statFields(stat); len(fields) > 1 {
+			if ppid, _ := strconv.Atoi(fields[1]); ppid == parent {
 				out = append(out, pid)
 			}
 		}
 	}
 	return out
+}
+
+// statFields splits /proc/PID/stat after "pid (comm)": comm may contain
+// spaces, so split after the last ')'. Field 0 is the state, 1 the parent.
+func statFields(stat []byte) []string {
+	return strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+}
+
+func stateOf(stat []byte) string {
+	if f := statFields(stat); len(f) > 0 {
+		return f[0]
+	}
+	return ""
 }
 
 func TestCleanShutdown(t *testing.T) {
