@@ -207,60 +207,66 @@ func preparedClaimsFromWire(in []*pb.PreparedClaim) []PreparedClaim {
 	return out
 }
 
-// prepareResultsFromWire matches the plugin's answers to the request: every
-// claim must be answered exactly once, and nothing else.
+// prepareResultsFromWire matches the plugin's answers to the request.
 func prepareResultsFromWire(claims []Claim, in []*pb.ClaimPrepareResult) ([]PrepareResult, error) {
-	byUID := make(map[string]*pb.ClaimPrepareResult, len(in))
-	for _, r := range in {
-		if _, dup := byUID[r.GetUid()]; dup {
-			return nil, fmt.Errorf("%w: claim %s answered twice", ErrInvalidResponse, r.GetUid())
-		}
-		byUID[r.GetUid()] = r
+	uids := make([]types.UID, len(claims))
+	for i, c := range claims {
+		uids[i] = c.UID
+	}
+	answers, err := matchByUID(uids, in)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]PrepareResult, len(claims))
-	var errs []error
-	for i, c := range claims {
-		r, ok := byUID[string(c.UID)]
-		if !ok {
-			errs = append(errs, fmt.Errorf("%w: no result for claim %s", ErrInvalidResponse, c.UID))
-			continue
-		}
-		delete(byUID, string(c.UID))
-		out[i] = PrepareResult{ClaimUID: c.UID, Devices: devicesFromWire(r.GetDevices())}
+	for i, r := range answers {
+		out[i] = PrepareResult{ClaimUID: uids[i], Devices: devicesFromWire(r.GetDevices())}
 		if r.GetError() != "" {
-			out[i] = PrepareResult{ClaimUID: c.UID, Err: &ClaimError{ClaimUID: string(c.UID), Message: r.GetError()}}
+			out[i] = PrepareResult{ClaimUID: uids[i], Err: &ClaimError{ClaimUID: string(uids[i]), Message: r.GetError()}}
 		}
-	}
-	for uid := range byUID {
-		errs = append(errs, fmt.Errorf("%w: result for claim %s that was not asked for", ErrInvalidResponse, uid))
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
 	}
 	return out, nil
 }
 
+// unprepareResultsFromWire matches the plugin's answers to the request.
 func unprepareResultsFromWire(claims []PreparedClaim, in []*pb.ClaimUnprepareResult) ([]UnprepareResult, error) {
-	byUID := make(map[string]*pb.ClaimUnprepareResult, len(in))
+	uids := make([]types.UID, len(claims))
+	for i, c := range claims {
+		uids[i] = c.UID
+	}
+	answers, err := matchByUID(uids, in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]UnprepareResult, len(claims))
+	for i, r := range answers {
+		out[i] = UnprepareResult{ClaimUID: uids[i]}
+		if r.GetError() != "" {
+			out[i].Err = &ClaimError{ClaimUID: string(uids[i]), Message: r.GetError()}
+		}
+	}
+	return out, nil
+}
+
+// matchByUID returns the plugin's answers in the order of the claims asked
+// about: every claim must be answered exactly once, and nothing else.
+func matchByUID[R interface{ GetUid() string }](asked []types.UID, in []R) ([]R, error) {
+	byUID := make(map[string]R, len(in))
 	for _, r := range in {
 		if _, dup := byUID[r.GetUid()]; dup {
 			return nil, fmt.Errorf("%w: claim %s answered twice", ErrInvalidResponse, r.GetUid())
 		}
 		byUID[r.GetUid()] = r
 	}
-	out := make([]UnprepareResult, len(claims))
+	out := make([]R, len(asked))
 	var errs []error
-	for i, c := range claims {
-		r, ok := byUID[string(c.UID)]
+	for i, uid := range asked {
+		r, ok := byUID[string(uid)]
 		if !ok {
-			errs = append(errs, fmt.Errorf("%w: no result for claim %s", ErrInvalidResponse, c.UID))
+			errs = append(errs, fmt.Errorf("%w: no result for claim %s", ErrInvalidResponse, uid))
 			continue
 		}
-		delete(byUID, string(c.UID))
-		out[i] = UnprepareResult{ClaimUID: c.UID}
-		if r.GetError() != "" {
-			out[i].Err = &ClaimError{ClaimUID: string(c.UID), Message: r.GetError()}
-		}
+		delete(byUID, string(uid))
+		out[i] = r
 	}
 	for uid := range byUID {
 		errs = append(errs, fmt.Errorf("%w: result for claim %s that was not asked for", ErrInvalidResponse, uid))
