@@ -121,6 +121,16 @@ func TestResultsMustMatchRequest(t *testing.T) {
 	if err != nil || out[0].ClaimUID != "a" || out[0].Err != nil || out[1].ClaimUID != "b" || out[1].Err == nil {
 		t.Errorf("reordered results = %+v, %v", out, err)
 	}
+	prepared := []PreparedClaim{{UID: "a"}, {UID: "b"}}
+	for _, in := range [][]*pb.ClaimUnprepareResult{{{Uid: "a"}}, {{Uid: "a"}, {Uid: "a"}, {Uid: "b"}}, {{Uid: "a"}, {Uid: "b"}, {Uid: "c"}}} {
+		if _, err := unprepareResultsFromWire(prepared, in); !errors.Is(err, ErrInvalidResponse) {
+			t.Errorf("unprepare answers %v: error %v, want ErrInvalidResponse", in, err)
+		}
+	}
+	uout, err := unprepareResultsFromWire(prepared, []*pb.ClaimUnprepareResult{{Uid: "b", Error: "boom"}, {Uid: "a"}})
+	if err != nil || uout[0].ClaimUID != "a" || uout[0].Err != nil || uout[1].ClaimUID != "b" || uout[1].Err == nil {
+		t.Errorf("reordered unprepare results = %+v, %v", uout, err)
+	}
 }
 
 func TestUndecodableDeviceIsInvalidResponse(t *testing.T) {
