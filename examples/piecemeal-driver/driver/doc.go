@@ -1,0 +1,20 @@
+// Package driver is a DRA kubelet plugin for simulated GPUs written the way
+// many vendors' drivers are: on the upstream helper
+// k8s.io/dynamic-resource-allocation/kubeletplugin, which registers with the
+// kubelet and serves its DRA gRPC API. Three pieces that such drivers usually
+// write themselves come from dranode modules instead:
+//
+//   - the record of prepared claims is a claimcache.Cache (in place of a
+//     hand-written checkpoint file): a prepare repeated in the same boot is
+//     answered from it, a reboot (another boot ID) makes the next prepare
+//     run again, and unprepare needs nothing but the claim's UID;
+//   - the CDI spec of each prepared claim is written, removed and swept by
+//     cdi.SpecDir, with names from cdi.QualifiedName;
+//   - the devices are published as ResourceSlices by a
+//     sliceclient.Publisher (in place of the helper's PublishResources).
+//
+// Driver implements kubeletplugin.DRAPlugin; Run wires it to the helper and
+// the publisher. The devices are simulated: device nodes gpu0, gpu1, ... in
+// Config.DevRoot, and a file "gpuN.unhealthy" next to one makes the driver
+// refuse to prepare it.
+package driver
