@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"k8s.io/client-go/kubernetes"
@@ -72,12 +73,18 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer publisher.Stop()
 
+	// The helper listens in the driver's own directory of the kubelet's
+	// plugins directory but does not create it.
+	dataDir := filepath.Join(o.PluginsDir, o.DriverName)
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		return fmt.Errorf("plugin data directory: %w", err)
+	}
 	helper, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(o.DriverName),
 		kubeletplugin.NodeName(o.NodeName),
 		kubeletplugin.KubeClient(o.Client),
 		kubeletplugin.RegistrarDirectoryPath(o.RegistryDir),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(o.PluginsDir, o.DriverName)),
+		kubeletplugin.PluginDataDirectoryPath(dataDir),
 		kubeletplugin.HealthService(false),
 	)
 	if err != nil {

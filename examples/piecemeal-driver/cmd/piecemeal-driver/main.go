@@ -32,6 +32,8 @@ func main() {
 func run() error {
 	var o driver.Options
 	var kubeconfig, bootIDFile string
+	var qps float64
+	var burst int
 	flag.StringVar(&o.DriverName, "driver-name", "piecemeal.example.com", "DRA driver name (and CDI vendor)")
 	flag.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "the node's name (default $NODE_NAME)")
 	flag.IntVar(&o.NumDevices, "num-devices", 8, "simulated GPUs")
@@ -42,6 +44,11 @@ func run() error {
 	flag.StringVar(&o.RegistryDir, "registry-dir", kubeletplugin.KubeletRegistryDir, "the kubelet's plugin registration directory")
 	flag.StringVar(&o.PluginsDir, "plugins-dir", kubeletplugin.KubeletPluginsDir, "the kubelet's plugins directory")
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster configuration)")
+	// The helper reads every claim it prepares from the API server;
+	// client-go's default of 5 requests per second would make a node
+	// starting many pods wait on the client, not on the driver.
+	flag.Float64Var(&qps, "kube-api-qps", 50, "requests per second to the API server")
+	flag.IntVar(&burst, "kube-api-burst", 100, "burst of requests to the API server")
 	klog.InitFlags(nil)
 	flag.Parse()
 
@@ -59,6 +66,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	cfg.QPS, cfg.Burst = float32(qps), burst
 	if o.Client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return fmt.Errorf("client: %w", err)
 	}

@@ -1,0 +1,432 @@
+package piecemeal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	oci "github.com/opencontainers/runtime-spec/specs-go"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	draplugin "k8s.io/kubernetes/pkg/kubelet/cm/dra/plugin"
+
+	"github.com/dranode/dranode/compat/e2e/harness"
+)
+
+// Shared by every test: one control plane (nodes and namespaces are per
+// test) and one build of the driver.
+var (
+	cluster      *harness.Cluster
+	clusterError error
+	driverBin    string
+	buildError   error
+)
+
+const driverName = "piecemeal.example.com"
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	binDir, err := os.MkdirTemp("", "piecemeal-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(binDir)
+	moduleDir, err := filepath.Abs("../../../examples/piecemeal-driver")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// Setup failures fail every test with their reason, so `go test`
+	// output names what was missing.
+	driverBin = filepath.Join(binDir, "piecemeal-driver")
+	buildError = harness.BuildBinary(moduleDir, "./cmd/piecemeal-driver", driverBin)
+	cluster, clusterError = harness.StartCluster()
+	if cluster != nil {
+		defer cluster.Stop()
+	}
+	return m.Run()
+}
+
+// node is one test's node: a Node object, a namespace, the driver process
+// and the kubelet sharing registration and plugin directories.
+type node struct {
+	t          testing.TB
+	ctx        context.Context
+	name       string
+	ns         string
+	numDevices int
+	driver     *harness.Process
+	kubelet    *harness.Kubelet
+	// The node's directories, as a kubelet host would have them.
+	registryDir, pluginsDir, kubeletDir string
+	cdiDir, stateDir, devRoot, bootIDFile string
+	template string
+	// stoppedPods were active when the kubelet was stopped.
+	stoppedPods []*corev1.Pod
+}
+
+var (
+	nameCleaner = regexp.MustCompile(`[^a-z0-9]+`)
+	nodeSeq     atomic.Int64
+)
+
+// newNode lays out a node with numDevices simulated GPUs and the driver's
+// command line; start runs it.
+func newNode(t testing.TB, numDevices int) *node {
+	t.Helper()
+	if clusterError != nil {
+		t.Fatalf("e2e setup: %v", clusterError)
+	}
+	if buildError != nil {
+		t.Fatalf("e2e setup: %v", buildError)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	name := strings.Trim(nameCleaner.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(name) > 50 {
+		name = strings.Trim(name[:50], "-")
+	}
+	name = fmt.Sprintf("%s-%d", name, nodeSeq.Add(1))
+	// Short paths: unix socket paths are limited to 108 bytes.
+	dir, err := os.MkdirTemp("", "pm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	n := &node{
+		t: t, ctx: ctx, name: name, ns: name, numDevices: numDevices,
+		registryDir: filepath.Join(dir, "registry"), pluginsDir: filepath.Join(dir, "plugins"),
+		kubeletDir: filepath.Join(dir, "kubelet"), cdiDir: filepath.Join(dir, "cdi"),
+		stateDir: filepath.Join(dir, "state"), devRoot: filepath.Join(dir, "dev"),
+		bootIDFile: filepath.Join(dir, "boot_id"),
+	}
+	for _, d := range []string{n.registryDir, n.pluginsDir, n.cdiDir} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := harness.MakeDeviceNodes(n.devRoot, numDevices); err != nil {
+		t.Fatal(err)
+	}
+	n.setBootID("boot-1")
+	if err := cluster.EnsureNamespace(ctx, n.ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StartNode(ctx, n.name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.DeleteNode(context.Background(), n.name) })
+	if err := cluster.EnsureDeviceClass(ctx, driverName, driverName); err != nil {
+		t.Fatal(err)
+	}
+	n.driver = &harness.Process{
+		Path: driverBin, LogPath: filepath.Join(dir, "driver.log"),
+		Args: []string{
+			"--driver-name=" + driverName, "--node-name=" + n.name, "--num-devices=" + strconv.Itoa(numDevices),
+			"--dev-root=" + n.devRoot, "--cdi-dir=" + n.cdiDir, "--state-dir=" + n.stateDir,
+			"--boot-id-file=" + n.bootIDFile, "--registry-dir=" + n.registryDir, "--plugins-dir=" + n.pluginsDir,
+			"--kubeconfig=" + cluster.Kubeconfig,
+		},
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("driver log tail:\n%s", n.driver.LogTail(40))
+		}
+	})
+	t.Cleanup(n.driver.Stop)
+	return n
+}
+
+// setBootID writes the boot ID file the driver reads at start; another
+// value is what the driver sees after a reboot.
+func (n *node) setBootID(id string) {
+	n.t.Helper()
+	if err := os.WriteFile(n.bootIDFile, []byte(id+"\n"), 0o644); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// start runs the driver, waits for its slices, then starts the kubelet and
+// waits for registration and for the slices to be back after the
+// kubelet's start-up wipe.
+func (n *node) start() {
+	n.t.Helper()
+	n.startDriver()
+	n.waitSlices()
+	n.startKubelet()
+	n.waitSlices()
+}
+
+func (n *node) startDriver() {
+	n.t.Helper()
+	if err := n.driver.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// startKubelet starts the kubelet's plugin and DRA managers and waits until
+// they registered the driver.
+func (n *node) startKubelet() {
+	n.t.Helper()
+	active := n.stoppedPods
+	n.stoppedPods = nil
+	k, err := harness.StartKubelet(n.ctx, harness.KubeletOptions{
+		Client: cluster.Client, NodeName: n.name,
+		RegistryDir: n.registryDir, StateDir: n.kubeletDir,
+		ActivePods: active, Logger: kubeletLogger(),
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.kubelet = k
+	n.t.Cleanup(func() {
+		if n.kubelet == k {
+			k.Stop()
+			n.kubelet = nil
+		}
+	})
+	n.waitRegistered()
+}
+
+// stopKubelet stops the kubelet; the next startKubelet starts with the
+// pods it had.
+func (n *node) stopKubelet() {
+	if n.kubelet != nil {
+		n.kubelet.Stop()
+		n.stoppedPods = n.kubelet.ActivePods()
+		n.kubelet = nil
+	}
+}
+
+// waitRegistered waits until the kubelet's DRA plugin manager has a usable
+// plugin for the driver: registration went through the kubelet's own code.
+func (n *node) waitRegistered() {
+	n.t.Helper()
+	plugins := n.kubelet.DRA.GetWatcherHandler().(*draplugin.DRAPluginManager)
+	exited := n.driver.Exited()
+	ctx := n.untilExit(exited)
+	err := harness.Poll(ctx, 50*time.Millisecond, 60*time.Second, "kubelet registration of "+driverName, func(context.Context) (bool, error) {
+		select {
+		case <-exited:
+			return false, fmt.Errorf("%w: %v", harness.ErrProcessExited, n.driver.ExitError())
+		default:
+		}
+		_, err := plugins.GetPlugin(driverName)
+		return err == nil, err
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// untilExit is the test's context, ended early when the driver process
+// exits, so that a wait for the driver fails at once with the reason.
+func (n *node) untilExit(exited <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(n.ctx)
+	n.t.Cleanup(cancel)
+	go func() {
+		select {
+		case <-exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx
+}
+
+// waitSlices waits until the node's slices of the driver hold every
+// device.
+func (n *node) waitSlices() {
+	n.t.Helper()
+	exited := n.driver.Exited()
+	ctx := n.untilExit(exited)
+	err := harness.Poll(ctx, 50*time.Millisecond, 60*time.Second, "slices of "+n.name, func(ctx context.Context) (bool, error) {
+		select {
+		case <-exited:
+			return false, fmt.Errorf("%w: %v", harness.ErrProcessExited, n.driver.ExitError())
+		default:
+		}
+		list, err := cluster.NodeSlices(ctx, n.name)
+		if err != nil {
+			return false, err
+		}
+		if got := harness.CountDevices(list, driverName); got != n.numDevices {
+			return false, fmt.Errorf("%d devices published, want %d", got, n.numDevices)
+		}
+		return true, nil
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// schedulePods creates count pods with template claims (names prefix-0...)
+// and waits until the scheduler bound them and allocated their claims.
+func (n *node) schedulePods(prefix string, count int) []*corev1.Pod {
+	n.t.Helper()
+	if n.template == "" {
+		if err := cluster.CreateTemplate(n.ctx, n.ns, "gpu", harness.ClaimSpecForClasses(driverName)); err != nil {
+			n.t.Fatal(err)
+		}
+		n.template = "gpu"
+	}
+	var names []string
+	for i := range count {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		if _, err := cluster.CreatePod(n.ctx, n.ns, name, n.name, n.template); err != nil {
+			n.t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	pods, err := cluster.WaitScheduled(n.ctx, n.ns, names, 2*time.Minute)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName != n.name {
+			n.t.Fatalf("pod %s bound to %q, want %q", p.Name, p.Spec.NodeName, n.name)
+		}
+		n.kubelet.SetActive(p, true)
+	}
+	return pods
+}
+
+// prepare runs the kubelet's PrepareResources for pod, retrying like the
+// kubelet's pod workers do until it succeeds or timeout passes.
+func (n *node) prepare(pod *corev1.Pod, timeout time.Duration) error {
+	_, err := n.prepareCounting(pod, timeout)
+	return err
+}
+
+// prepareCounting is prepare, also returning how many attempts it took.
+func (n *node) prepareCounting(pod *corev1.Pod, timeout time.Duration) (int, error) {
+	var attempts int
+	err := harness.Poll(n.ctx, 200*time.Millisecond, timeout, "prepare pod "+pod.Name, func(ctx context.Context) (bool, error) {
+		attempts++
+		if err := n.kubelet.DRA.PrepareResources(ctx, pod); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		return attempts, fmt.Errorf("%w (%d attempts)", err, attempts)
+	}
+	return attempts, nil
+}
+
+// prepareAll prepares pods concurrently (as the kubelet's pod workers do)
+// and fails the test on the first error.
+func (n *node) prepareAll(pods []*corev1.Pod, timeout time.Duration) {
+	n.t.Helper()
+	errs := make([]error, len(pods))
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Go(func() { errs[i] = n.prepare(p, timeout) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// allocatedDevices lists the devices of the pod's claim allocation.
+func (n *node) allocatedDevices(pod *corev1.Pod) []string {
+	n.t.Helper()
+	claim, err := cluster.Client.ResourceV1().ResourceClaims(n.ns).Get(n.ctx, pod.Name+"-"+harness.PodClaimName, metav1.GetOptions{})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if claim.Status.Allocation == nil {
+		n.t.Fatalf("claim of %s not allocated", pod.Name)
+	}
+	var out []string
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver != driverName {
+			n.t.Fatalf("claim of %s has a device of driver %s", pod.Name, r.Driver)
+		}
+		out = append(out, r.Device)
+	}
+	return out
+}
+
+// verifyCDI checks what the kubelet would hand the runtime for pod: one
+// CDI ID, resolving in the reference CDI library, injecting the device
+// node and the environment of the device the scheduler allocated. It
+// returns the IDs.
+func (n *node) verifyCDI(pod *corev1.Pod) []string {
+	n.t.Helper()
+	ids, err := n.kubelet.CDIDevices(pod)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if len(ids) != 1 {
+		n.t.Fatalf("pod %s: kubelet got CDI IDs %v, want one", pod.Name, ids)
+	}
+	spec, err := harness.ResolveCDI(n.cdiDir, ids)
+	if err != nil {
+		n.t.Fatalf("pod %s: %v", pod.Name, err)
+	}
+	for _, dev := range n.allocatedDevices(pod) {
+		// The driver maps device gpu-N to /dev/gpuN and GPU_DEVICE_N.
+		idx := strings.TrimPrefix(dev, "gpu-")
+		if !slices.ContainsFunc(spec.Linux.Devices, func(d oci.LinuxDevice) bool { return d.Path == "/dev/gpu"+idx }) {
+			n.t.Errorf("pod %s: allocated %s but the injected devices are %v", pod.Name, dev, spec.Linux.Devices)
+		}
+		if !slices.ContainsFunc(spec.Process.Env, func(e string) bool { return strings.HasPrefix(e, "GPU_DEVICE_"+idx+"=") }) {
+			n.t.Errorf("pod %s: allocated %s but the injected env is %v", pod.Name, dev, spec.Process.Env)
+		}
+	}
+	return ids
+}
+
+// unprepareAll runs the kubelet's UnprepareResources for pods, deletes
+// them, and checks their CDI IDs no longer resolve.
+func (n *node) unprepareAll(pods []*corev1.Pod, ids [][]string) {
+	n.t.Helper()
+	for i, p := range pods {
+		n.kubelet.SetActive(p, false)
+		if err := n.kubelet.DRA.UnprepareResources(n.ctx, p); err != nil {
+			n.t.Fatalf("unprepare %s: %v", p.Name, err)
+		}
+		if err := cluster.DeletePod(n.ctx, p); err != nil {
+			n.t.Fatal(err)
+		}
+		if _, err := harness.ResolveCDI(n.cdiDir, ids[i]); !errors.Is(err, harness.ErrUnresolved) {
+			n.t.Errorf("pod %s: after unprepare its CDI IDs %v still resolve (err %v)", p.Name, ids[i], err)
+		}
+	}
+}
+
+// listAll is the options for listing every object.
+var listAll = metav1.ListOptions{}
+
+// sliceSelector selects the node's slices.
+func sliceSelector(nodeName string) metav1.ListOptions {
+	return metav1.ListOptions{FieldSelector: resourcev1.ResourceSliceSelectorNodeName + "=" + nodeName}
+}
+
+// kubeletLogger keeps the kubelet code's logs out of the test output
+// unless -v.
+func kubeletLogger() logr.Logger {
+	if testing.Verbose() {
+		return klog.Background()
+	}
+	return logr.Discard()
+}

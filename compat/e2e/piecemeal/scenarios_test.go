@@ -1,0 +1,254 @@
+package piecemeal
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/dranode/dranode/compat/e2e/harness"
+)
+
+// prepareTimeout bounds the kubelet-style retries of one pod's prepare; it
+// is a deadline for a hang, not a speed requirement.
+const prepareTimeout = 90 * time.Second
+
+// Fifty pods, prepared concurrently through the kubelet's DRA manager and
+// unprepared: every CDI ID the kubelet gets resolves in the reference CDI
+// library to the allocated device, no ID is handed out twice, and none
+// resolves after unprepare.
+func TestFiftyPodsPreparedAndUnprepared(t *testing.T) {
+	n := newNode(t, 64)
+	n.start()
+	pods := n.schedulePods("p", 50)
+	n.prepareAll(pods, prepareTimeout)
+	ids := make([][]string, len(pods))
+	seen := map[string]string{}
+	for i, p := range pods {
+		ids[i] = n.verifyCDI(p)
+		for _, id := range ids[i] {
+			if other, dup := seen[id]; dup {
+				t.Errorf("CDI ID %s handed to both %s and %s", id, other, p.Name)
+			}
+			seen[id] = p.Name
+		}
+	}
+	n.unprepareAll(pods, ids)
+	if entries, err := os.ReadDir(n.cdiDir); err != nil || len(entries) != 0 {
+		t.Errorf("CDI directory after every unprepare: %d entries (%v), want none", len(entries), err)
+	}
+}
+
+// The kubelet deletes all of the node's slices when it starts; the
+// driver's sliceclient publisher notices and puts them back by itself.
+func TestSlicesReturnAfterKubeletStartWipe(t *testing.T) {
+	n := newNode(t, 8)
+	n.startDriver()
+	n.waitSlices()
+	w, err := cluster.Client.ResourceV1().ResourceSlices().Watch(n.ctx, sliceSelector(n.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	n.startKubelet()
+	var deletedAt time.Time
+	deadline := time.After(60 * time.Second)
+	for deletedAt.IsZero() {
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type == watch.Deleted {
+				deletedAt = time.Now()
+			}
+		case <-deadline:
+			t.Fatal("the kubelet's start-up wipe deleted no slice of the node in 60s")
+		}
+	}
+	n.waitSlices()
+	t.Logf("slices back %v after the kubelet deleted them", time.Since(deletedAt).Round(time.Millisecond))
+}
+
+// The driver is killed (SIGKILL) while pods are being prepared and started
+// again on the same state directory: the kubelet's plugin manager
+// registers it again, the kubelet's retries succeed, and claims prepared
+// before the crash keep their CDI IDs (answered from claimcache's record).
+// The driver is frozen (SIGSTOP) before those prepares start, so that
+// calls are inside it when it dies; the retries counted prove some were.
+func TestDriverRestartMidway(t *testing.T) {
+	n := newNode(t, 32)
+	n.start()
+	pods := n.schedulePods("r", 20)
+	n.prepareAll(pods[:10], prepareTimeout)
+	before := make([][]string, 10)
+	for i, p := range pods[:10] {
+		before[i] = n.verifyCDI(p)
+	}
+
+	pid := n.driver.PID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 10)
+	attempts := make([]int, 10)
+	for i, p := range pods[10:] {
+		wg.Go(func() { attempts[i], errs[i] = n.prepareCounting(p, prepareTimeout) })
+	}
+	// Time for the kubelet's calls to reach the frozen driver; if none
+	// did, the retry count below says so.
+	time.Sleep(500 * time.Millisecond)
+	n.driver.Kill()
+	if err := n.driver.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	retried := 0
+	for _, a := range attempts {
+		if a > 1 {
+			retried++
+		}
+	}
+	if retried == 0 {
+		t.Errorf("no prepare needed a retry: the kill did not land during a prepare call")
+	} else {
+		t.Logf("%d of 10 prepares failed with the driver's crash and succeeded on a retry", retried)
+	}
+	n.waitRegistered()
+	ids := make([][]string, len(pods))
+	seen := map[string]string{}
+	for i, p := range pods {
+		ids[i] = n.verifyCDI(p)
+		if i < 10 && strings.Join(ids[i], ",") != strings.Join(before[i], ",") {
+			t.Errorf("pod %s: CDI IDs changed across the restart: %v, then %v", p.Name, before[i], ids[i])
+		}
+		for _, id := range ids[i] {
+			if other, dup := seen[id]; dup {
+				t.Errorf("CDI ID %s handed to both %s and %s", id, other, p.Name)
+			}
+			seen[id] = p.Name
+		}
+	}
+	n.unprepareAll(pods, ids)
+}
+
+// markUnhealthy makes the driver refuse to prepare the pod's device: a
+// prepare that succeeds while the mark is there was answered from the
+// record.
+func (n *node) markUnhealthy(pod *corev1.Pod) (unmark func()) {
+	n.t.Helper()
+	var marks []string
+	for _, dev := range n.allocatedDevices(pod) {
+		mark := filepath.Join(n.devRoot, strings.Replace(dev, "gpu-", "gpu", 1)) + ".unhealthy"
+		if err := os.WriteFile(mark, nil, 0o644); err != nil {
+			n.t.Fatal(err)
+		}
+		marks = append(marks, mark)
+	}
+	return func() {
+		for _, m := range marks {
+			if err := os.Remove(m); err != nil {
+				n.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// restartNode stops the kubelet and the driver and starts both again on
+// the same directories; with a bootID, as after a reboot: another boot ID
+// and an empty CDI directory (/var/run is a tmpfs).
+func (n *node) restartNode(bootID string) {
+	n.t.Helper()
+	n.stopKubelet()
+	n.driver.Stop()
+	if bootID != "" {
+		n.setBootID(bootID)
+		entries, _ := os.ReadDir(n.cdiDir)
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(n.cdiDir, e.Name())); err != nil {
+				n.t.Fatal(err)
+			}
+		}
+	}
+	n.startDriver()
+	n.startKubelet()
+}
+
+// A restart in the same boot answers the kubelet from the record; after a
+// reboot (another boot ID) the next prepare runs the driver's prepare
+// again.
+func TestRebootRunsPrepareAgain(t *testing.T) {
+	n := newNode(t, 8)
+	n.start()
+	pods := n.schedulePods("b", 1)
+	pod := pods[0]
+	n.prepareAll(pods, prepareTimeout)
+	first := n.verifyCDI(pod)
+	unmark := n.markUnhealthy(pod)
+
+	// Same boot: a restarted kubelet prepares again (its restored claims
+	// are not marked prepared); the driver answers from its record.
+	n.restartNode("")
+	if err := n.kubelet.DRA.PrepareResources(n.ctx, pod); err != nil {
+		t.Fatalf("prepare after a restart in the same boot ran the device checks again or failed: %v", err)
+	}
+	if got := n.verifyCDI(pod); strings.Join(got, ",") != strings.Join(first, ",") {
+		t.Errorf("CDI IDs changed across a restart: %v, then %v", first, got)
+	}
+
+	// Reboot: the prepare runs again, and refuses the marked device.
+	n.restartNode("boot-2")
+	err := n.kubelet.DRA.PrepareResources(n.ctx, pod)
+	if err == nil || !strings.Contains(err.Error(), "unhealthy") {
+		t.Fatalf("prepare after a reboot: %v; want the driver's refusal of the device marked unhealthy", err)
+	}
+	unmark()
+	if err := n.prepare(pod, prepareTimeout); err != nil {
+		t.Fatal(err)
+	}
+	ids := n.verifyCDI(pod)
+	if strings.Join(ids, ",") != strings.Join(first, ",") {
+		t.Errorf("CDI IDs changed across a reboot: %v, then %v", first, ids)
+	}
+	n.unprepareAll(pods, [][]string{ids})
+}
+
+// The pod is force-deleted and its claim is gone from the API server; the
+// kubelet still unprepares it, and the driver does it from its record.
+func TestForceDeletedPodUnprepares(t *testing.T) {
+	n := newNode(t, 8)
+	n.start()
+	pods := n.schedulePods("f", 1)
+	pod := pods[0]
+	n.prepareAll(pods, prepareTimeout)
+	ids := n.verifyCDI(pod)
+	if err := cluster.DeletePod(n.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	err := harness.Poll(n.ctx, 50*time.Millisecond, 30*time.Second, "claim deletion", func(ctx context.Context) (bool, error) {
+		list, err := cluster.Client.ResourceV1().ResourceClaims(n.ns).List(ctx, listAll)
+		if err != nil {
+			return false, err
+		}
+		return len(list.Items) == 0, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.kubelet.SetActive(pod, false)
+	if err := n.kubelet.DRA.UnprepareResources(n.ctx, pod); err != nil {
+		t.Fatalf("unprepare of a force-deleted pod: %v", err)
+	}
+	if _, err := harness.ResolveCDI(n.cdiDir, ids); !errors.Is(err, harness.ErrUnresolved) {
+		t.Errorf("CDI IDs %v still resolve after unprepare (err %v)", ids, err)
+	}
+}
