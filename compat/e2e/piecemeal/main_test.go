@@ -75,9 +75,9 @@ type node struct {
 	driver     *harness.Process
 	kubelet    *harness.Kubelet
 	// The node's directories, as a kubelet host would have them.
-	registryDir, pluginsDir, kubeletDir string
+	registryDir, pluginsDir, kubeletDir   string
 	cdiDir, stateDir, devRoot, bootIDFile string
-	template string
+	template                              string
 	// stoppedPods were active when the kubelet was stopped.
 	stoppedPods []*corev1.Pod
 }
