@@ -435,3 +435,38 @@ func TestInventory(t *testing.T) {
 		}
 	}
 }
+
+// A crash after recording PrepareStarted (before the spec and the devices
+// were recorded): the kubelet's retry finishes the prepare, or its
+// unprepare rolls it back.
+func TestInterruptedPrepare(t *testing.T) {
+	for _, next := range []string{"prepare", "unprepare"} {
+		t.Run(next, func(t *testing.T) {
+			cfg := testConfig(t)
+			c := claim("one", "uid-1", "gpu-1")
+			record, _, err := claimcache.Open(cfg.StateDir, cfg.BootID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := record.StartPrepare(claimcache.ClaimRef{Namespace: "ns", Name: "one", UID: "uid-1"}, ""); err != nil {
+				t.Fatal(err)
+			}
+			if err := record.Close(); err != nil {
+				t.Fatal(err)
+			}
+			d := open(t, cfg)
+			switch next {
+			case "prepare":
+				if ids := mustPrepare(t, d, c); !slices.Equal(ids, []string{testDriver + "/claim=uid-1-gpu-1"}) {
+					t.Errorf("CDI IDs %v", ids)
+				}
+				readSpec(t, cfg, "uid-1")
+			case "unprepare":
+				unprepare(t, d, c)
+				if d.record.Len() != 0 {
+					t.Errorf("%d claims recorded after the roll back", d.record.Len())
+				}
+			}
+		})
+	}
+}
