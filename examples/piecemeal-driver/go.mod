@@ -7,6 +7,7 @@ require (
 	github.com/dranode/dranode/claimcache v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/sliceclient v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
+	github.com/go-logr/logr v1.4.3
 	google.golang.org/grpc v1.82.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -22,7 +23,6 @@ require (
 	github.com/dranode/dranode/checkpoint v0.0.0-00010101000000-000000000000 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
-	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/go-openapi/jsonreference v1.0.0 // indirect
 	github.com/go-openapi/swag v0.27.1 // indirect

@@ -8,9 +8,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/go-logr/logr"
+
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
 
 	"github.com/dranode/dranode/claimcache"
 )
@@ -30,7 +33,9 @@ func BenchmarkPrepareUnprepare(b *testing.B) {
 	for _, held := range heldDriverClaims {
 		b.Run(fmt.Sprintf("held=%d", held), func(b *testing.B) {
 			cfg := benchConfig(b, held+1)
-			d, err := New(context.Background(), cfg)
+			// Quiet: log lines would break the benchmark output apart.
+			ctx := klog.NewContext(context.Background(), logr.Discard())
+			d, err := New(ctx, cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
