@@ -23,7 +23,7 @@ func Example() {
 		Configs: []resourcev1.DeviceAllocationConfiguration{{
 			Source: resourcev1.AllocationConfigSourceClaim,
 			DeviceConfiguration: resourcev1.DeviceConfiguration{Opaque: &resourcev1.OpaqueDeviceConfiguration{
-				Driver: "gpu.example.com",
+				Driver:     "gpu.example.com",
 				Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion": "gpu.example.com/v1", "kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing"}}`)},
 			}},
 		}},
