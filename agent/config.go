@@ -127,6 +127,10 @@ type ClaimsConfig struct {
 type HTTPConfig struct {
 	// Address to listen on ("host:port"); empty disables the endpoint.
 	Address string `mapstructure:"address" json:"address"`
+	// Pprof also serves Go's profiles under /debug/pprof/ (heap,
+	// goroutines, CPU) for finding where memory or time goes. Off by
+	// default: profiles show internals to whoever reaches the address.
+	Pprof bool `mapstructure:"pprof" json:"pprof"`
 }
 
 // DefaultConfig returns the defaults (DESIGN.md, "Files on the node").
@@ -163,6 +167,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"claims-qps", "claims.qps", "API client QPS for claim lookups"},
 	{"claims-burst", "claims.burst", "API client burst for claim lookups"},
 	{"http-address", "http.address", "address of /metrics, /healthz, /readyz; empty disables"},
+	{"http-pprof", "http.pprof", "also serve /debug/pprof/ on http.address (true/false)"},
 	{"shutdown-timeout", "shutdownTimeout", "wait for calls in flight on SIGTERM"},
 }
 
@@ -276,6 +281,7 @@ func setDefaults(v *viper.Viper, def Config) {
 	v.SetDefault("claims.qps", def.Claims.QPS)
 	v.SetDefault("claims.burst", def.Claims.Burst)
 	v.SetDefault("http.address", def.HTTP.Address)
+	v.SetDefault("http.pprof", def.HTTP.Pprof)
 	v.SetDefault("shutdownTimeout", def.ShutdownTimeout.String())
 }
 

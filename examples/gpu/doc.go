@@ -10,7 +10,7 @@
 // section (JSON, or the agent's YAML turned into JSON):
 //
 //	driverName          DRA driver name            default gpu.example.com
-//	numDevices          number of GPUs             default 8
+//	numDevices          number of GPUs, 0..4096    default 8
 //	devRoot             directory of the fake /dev default /tmp/dranode-gpu/dev
 //	model               model attribute            default "Example GPU 40G"
 //	memory              memory capacity per GPU    default 40Gi

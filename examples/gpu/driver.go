@@ -31,6 +31,14 @@ const (
 	configKind    = "GpuConfig"
 )
 
+// maxDevices bounds numDevices. The agent splits a pool into ResourceSlices
+// of at most 128 devices itself, so the API's per-slice limit does not bound
+// a plugin; what does is the inventory travelling to the agent as one gRPC
+// message, which the host accepts up to gRPC's default 4 MiB. A simulated
+// GPU takes about 200 bytes on that wire (TestMaxDevicesFitOneMessage
+// measures it), so 4,096 GPUs take about 0.8 MiB, a fifth of the limit.
+const maxDevices = 4096
+
 // errConfig marks a configuration the driver cannot use.
 var errConfig = errors.New("invalid gpu plugin configuration")
 
@@ -92,8 +100,8 @@ func parseConfig(raw []byte) (config, error) {
 	if errs := validation.IsDNS1123Subdomain(c.DriverName); len(errs) > 0 || len(c.DriverName) > 63 {
 		return config{}, fmt.Errorf("%w: driverName %q is not a DNS subdomain of at most 63 characters", errConfig, c.DriverName)
 	}
-	if *c.NumDevices < 0 || *c.NumDevices > 128 {
-		return config{}, fmt.Errorf("%w: numDevices %d is outside 0..128", errConfig, *c.NumDevices)
+	if *c.NumDevices < 0 || *c.NumDevices > maxDevices {
+		return config{}, fmt.Errorf("%w: numDevices %d is outside 0..%d", errConfig, *c.NumDevices, maxDevices)
 	}
 	if !filepath.IsAbs(c.DevRoot) {
 		return config{}, fmt.Errorf("%w: devRoot %q must be absolute", errConfig, c.DevRoot)

@@ -13,7 +13,10 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/dranode/dranode/pluginmgr"
+	pb "github.com/dranode/dranode/pluginmgr/proto/dranode/plugin/v1"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -35,6 +38,17 @@ func TestParseConfig(t *testing.T) {
 		}},
 		{name: "unknown field", raw: `{"numDevice": 2}`, wantErr: `unknown field "numDevice"`},
 		{name: "negative devices", raw: `{"numDevices": -1}`, wantErr: "numDevices -1"},
+		{name: "more devices than one slice holds", raw: `{"numDevices": 1000}`, check: func(t *testing.T, c config) {
+			if *c.NumDevices != 1000 {
+				t.Errorf("numDevices = %d", *c.NumDevices)
+			}
+		}},
+		{name: "the upper bound is allowed", raw: `{"numDevices": 4096}`, check: func(t *testing.T, c config) {
+			if *c.NumDevices != maxDevices {
+				t.Errorf("numDevices = %d, want %d", *c.NumDevices, maxDevices)
+			}
+		}},
+		{name: "above the upper bound", raw: `{"numDevices": 4097}`, wantErr: "numDevices 4097 is outside 0..4096"},
 		{name: "bad driver name", raw: `{"driverName": "GPU!"}`, wantErr: `driverName "GPU!"`},
 		{name: "relative devRoot", raw: `{"devRoot": "dev"}`, wantErr: `devRoot "dev"`},
 		{name: "bad memory", raw: `{"memory": "lots"}`, wantErr: `memory "lots"`},
@@ -199,5 +213,33 @@ func TestPoolIsNamedAfterTheConfiguredNode(t *testing.T) {
 	}
 	if len(got.Pools) != 1 || got.Pools[0].Name != "node-1" {
 		t.Fatalf("pools %+v, want one pool named after the configured node node-1", got.Pools)
+	}
+}
+
+// The bound on numDevices exists because the whole inventory is one gRPC
+// message to the agent; this measures that message at the bound, with the
+// longest model the configuration accepts, against gRPC's default 4 MiB.
+func TestMaxDevicesFitOneMessage(t *testing.T) {
+	const grpcDefaultMaxReceive = 4 << 20
+	cfg, err := parseConfig([]byte(`{"numDevices": 4096, "driverName": "` + strings.Repeat("g", 50) + `.example.com", "model": "` + strings.Repeat("m", 64) + `"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := inventory(cfg, strings.Repeat("n", 63))
+	pool := &pb.Pool{Name: inv.Pools[0].Name}
+	for i := range inv.Pools[0].Devices {
+		b, err := inv.Pools[0].Devices[i].Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool.Devices = append(pool.Devices, b)
+	}
+	size := proto.Size(&pb.Inventory{Pools: []*pb.Pool{pool}})
+	t.Logf("%d devices: %d bytes on the wire, %d per device", len(pool.Devices), size, size/len(pool.Devices))
+	if len(pool.Devices) != maxDevices {
+		t.Fatalf("inventory has %d devices, want %d", len(pool.Devices), maxDevices)
+	}
+	if size > grpcDefaultMaxReceive/2 {
+		t.Errorf("inventory of %d devices is %d bytes, more than half of gRPC's default %d", maxDevices, size, grpcDefaultMaxReceive)
 	}
 }
