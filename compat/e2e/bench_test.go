@@ -260,6 +260,11 @@ func saveHeapProfile(b *testing.B, n *node, name string) {
 	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 		b.Fatal(err)
 	}
+	if resp, err := http.Get("http://" + n.agent.HTTPAddr + "/debug/pprof/heap?debug=1"); err == nil {
+		text, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		_ = os.WriteFile(filepath.Join(dir, name+".txt"), text, 0o644)
+	}
 	if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", n.agent.PID())); err == nil {
 		_ = os.WriteFile(filepath.Join(dir, name+".smaps_rollup"), smaps, 0o644)
 	}

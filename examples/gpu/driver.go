@@ -66,9 +66,15 @@ type config struct {
 	Model              string   `json:"model"`
 	Memory             string   `json:"memory"`
 	HealthPollInterval duration `json:"healthPollInterval"`
+	// ContainerDevDir is where the device nodes appear in the container.
+	ContainerDevDir string `json:"containerDevDir"`
 
 	memory resource.Quantity
 }
+
+// defaultDriverName is the driver name when none is configured; its device
+// nodes appear in containers as /dev/gpuN.
+const defaultDriverName = "gpu.example.com"
 
 func parseConfig(raw []byte) (config, error) {
 	var c config
@@ -80,7 +86,16 @@ func parseConfig(raw []byte) (config, error) {
 		}
 	}
 	if c.DriverName == "" {
-		c.DriverName = "gpu.example.com"
+		c.DriverName = defaultDriverName
+	}
+	if c.ContainerDevDir == "" {
+		// Two instances of the plugin on one node serve different driver
+		// names, and a claim may hold devices of both: their gpu0 must
+		// not land on the same container path.
+		c.ContainerDevDir = "/dev"
+		if c.DriverName != defaultDriverName {
+			c.ContainerDevDir = "/dev/" + c.DriverName
+		}
 	}
 	if c.NumDevices == nil {
 		c.NumDevices = ptr.To(8)
@@ -105,6 +120,9 @@ func parseConfig(raw []byte) (config, error) {
 	}
 	if !filepath.IsAbs(c.DevRoot) {
 		return config{}, fmt.Errorf("%w: devRoot %q must be absolute", errConfig, c.DevRoot)
+	}
+	if !filepath.IsAbs(c.ContainerDevDir) || filepath.Clean(c.ContainerDevDir) != c.ContainerDevDir {
+		return config{}, fmt.Errorf("%w: containerDevDir %q must be an absolute, clean path", errConfig, c.ContainerDevDir)
 	}
 	if len(c.Model) > 64 {
 		return config{}, fmt.Errorf("%w: model %q is longer than 64 characters", errConfig, c.Model)
@@ -189,6 +207,11 @@ func deviceName(i int) string { return "gpu-" + strconv.Itoa(i) }
 
 func devicePath(cfg config, i int) string {
 	return filepath.Join(cfg.DevRoot, "gpu"+strconv.Itoa(i))
+}
+
+// containerPath is where GPU i's device node appears in the container.
+func containerPath(cfg config, i int) string {
+	return filepath.Join(cfg.ContainerDevDir, "gpu"+strconv.Itoa(i))
 }
 
 // deviceUUID is stable across restarts and nodes for one driver and index,
@@ -392,7 +415,7 @@ func prepareClaim(cfg config, c pluginmgr.Claim) ([]pluginmgr.PreparedDevice, er
 			Edits: pluginmgr.ContainerEdits{
 				Env: env,
 				DeviceNodes: []pluginmgr.DeviceNode{{
-					Path: "/dev/gpu" + strconv.Itoa(i), HostPath: devicePath(cfg, i),
+					Path: containerPath(cfg, i), HostPath: devicePath(cfg, i),
 				}},
 			},
 		})

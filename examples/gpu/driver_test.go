@@ -53,6 +53,23 @@ func TestParseConfig(t *testing.T) {
 		{name: "relative devRoot", raw: `{"devRoot": "dev"}`, wantErr: `devRoot "dev"`},
 		{name: "bad memory", raw: `{"memory": "lots"}`, wantErr: `memory "lots"`},
 		{name: "bad interval", raw: `{"healthPollInterval": "soon"}`, wantErr: "soon"},
+		{name: "default driver's devices are /dev/gpuN", raw: "", check: func(t *testing.T, c config) {
+			if got := containerPath(c, 3); got != "/dev/gpu3" {
+				t.Errorf("container path %s, want /dev/gpu3", got)
+			}
+		}},
+		{name: "another driver's devices are under its name", raw: `{"driverName": "gpu2.example.com"}`, check: func(t *testing.T, c config) {
+			if got := containerPath(c, 3); got != "/dev/gpu2.example.com/gpu3" {
+				t.Errorf("container path %s, want /dev/gpu2.example.com/gpu3", got)
+			}
+		}},
+		{name: "containerDevDir as configured", raw: `{"driverName": "gpu2.example.com", "containerDevDir": "/dev/accel"}`, check: func(t *testing.T, c config) {
+			if got := containerPath(c, 0); got != "/dev/accel/gpu0" {
+				t.Errorf("container path %s, want /dev/accel/gpu0", got)
+			}
+		}},
+		{name: "relative containerDevDir", raw: `{"containerDevDir": "dev"}`, wantErr: `containerDevDir "dev"`},
+		{name: "unclean containerDevDir", raw: `{"containerDevDir": "/dev/../etc"}`, wantErr: `containerDevDir "/dev/../etc"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -241,5 +258,28 @@ func TestMaxDevicesFitOneMessage(t *testing.T) {
 	}
 	if size > grpcDefaultMaxReceive/2 {
 		t.Errorf("inventory of %d devices is %d bytes, more than half of gRPC's default %d", maxDevices, size, grpcDefaultMaxReceive)
+	}
+}
+
+// Two instances of the plugin (two driver names) on one node: a claim with
+// gpu-0 of each must not inject both at one container path.
+func TestTwoInstancesDoNotCollide(t *testing.T) {
+	var paths []string
+	for _, name := range []string{"gpu.example.com", "gpu2.example.com"} {
+		d, _ := configured(t, `{"driverName": "`+name+`", "numDevices": 1, "devRoot": "`+t.TempDir()+`"}`)
+		claim := pluginmgr.Claim{UID: "1", Results: []resourcev1.DeviceRequestAllocationResult{{Request: "r", Driver: name, Pool: "p", Device: "gpu-0"}}}
+		res, err := d.Prepare(context.Background(), []pluginmgr.Claim{claim})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("prepare on %s: %v %v", name, err, res[0].Err)
+		}
+		for _, n := range res[0].Devices[0].Edits.DeviceNodes {
+			if slices.Contains(paths, n.Path) {
+				t.Errorf("driver %s injects %s, which the other instance injects too", name, n.Path)
+			}
+			paths = append(paths, n.Path)
+		}
+	}
+	if len(paths) != 2 {
+		t.Errorf("device nodes %v, want one per instance", paths)
 	}
 }

@@ -43,6 +43,11 @@ func newCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			limit, err := agent.ApplyMemoryLimit(cfg)
+			if err != nil {
+				return err
+			}
+			klog.InfoS("Go memory limit", "bytes", limit, "memoryLimit", cfg.MemoryLimit)
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			err = a.Run(ctx)
