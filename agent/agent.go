@@ -323,6 +323,7 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 	a.byPlugin[p.Name()] = d
 	if h, ok := a.health[p.Name()]; ok {
 		d.healthy.set(h)
+		delete(a.health, p.Name()) // later reports go to the driver directly
 	}
 	inv, ok := a.pending[p.Name()]
 	if ok {
