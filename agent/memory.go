@@ -22,7 +22,7 @@ func (a *Agent) addDebugHandlers(mux *http.ServeMux) {
 }
 
 // DefaultMemoryLimit is memoryLimit's default; see ApplyMemoryLimit.
-const DefaultMemoryLimit = "40Mi"
+const DefaultMemoryLimit = "32Mi"
 
 // minMemoryLimit keeps a typo ("40Ki") from making the garbage collector
 // run all the time: the agent's live heap alone is several MiB.

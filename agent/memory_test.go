@@ -18,7 +18,7 @@ func TestMemoryLimit(t *testing.T) {
 		want    int64 // the limit in effect afterwards; -1: unchanged
 		wantErr string
 	}{
-		{limit: DefaultMemoryLimit, want: 40 << 20},
+		{limit: DefaultMemoryLimit, want: 32 << 20},
 		{limit: "64Mi", want: 64 << 20},
 		{limit: "100M", want: 100_000_000},
 		{limit: "0", want: -1},
