@@ -204,11 +204,11 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		if d.Config == nil {
 			section = nil
 		}
-		configs = append(configs, pluginmgr.PluginConfig{Name: d.Name, Path: d.Path, SHA256: d.SHA256, Args: d.Args, Config: section})
+		configs = append(configs, pluginmgr.PluginConfig{Name: pluginName(d), Path: d.Path, SHA256: d.SHA256, Args: d.Args, Config: section})
 	}
 	if err := a.plugins.Start(configs); err != nil {
 		notRunning := slices.DeleteFunc(verified, func(d DriverConfig) bool {
-			_, running := a.plugins.Plugin(d.Name)
+			_, running := a.plugins.Plugin(pluginName(d))
 			return running
 		})
 		if err := a.refuseReplaced(notRunning, err); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -95,8 +96,9 @@ func CheckPluginBinaries(cfg Config) (warnings []string, err error) {
 // refuse records that a plugin will not run and says so in the log, with
 // both digests when the checksum is the reason.
 func (a *Agent) refuse(d DriverConfig, err error) {
-	r := &PluginRefusedError{Plugin: d.Name, Path: d.Path, Err: err}
-	kv := []any{"plugin", d.Name, "path", d.Path}
+	name := pluginName(d)
+	r := &PluginRefusedError{Plugin: name, Path: d.Path, Err: err}
+	kv := []any{"plugin", name, "path", d.Path}
 	var ce *pluginmgr.ChecksumError
 	if errors.As(err, &ce) {
 		kv = append(kv, "expectedSHA256", ce.Expected, "actualSHA256", ce.Actual)
@@ -160,11 +162,22 @@ func refusedCollector(a *Agent) prometheus.Collector {
 	return collectorFunc{descs: []*prometheus.Desc{desc}, collect: func(ch chan<- prometheus.Metric) {
 		refused := a.Refused()
 		for _, d := range a.cfg.Plugins.Drivers {
+			name := pluginName(d)
 			v := 0.0
-			if slices.ContainsFunc(refused, func(r *PluginRefusedError) bool { return r.Plugin == d.Name }) {
+			if slices.ContainsFunc(refused, func(r *PluginRefusedError) bool { return r.Plugin == name }) {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, d.Name)
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, name)
 		}
 	}}
+}
+
+// pluginName is the plugin's name as pluginmgr uses it: the configured name,
+// or the binary's base name (LoadConfig fills it in; a Config built in code
+// may leave it empty).
+func pluginName(d DriverConfig) string {
+	if d.Name != "" {
+		return d.Name
+	}
+	return filepath.Base(d.Path)
 }
