@@ -85,10 +85,11 @@ func TestWrongChecksumRefusesThatPluginOnly(t *testing.T) {
 func TestMissingBinaryRefusedAlone(t *testing.T) {
 	e := newTestEnv(t, gpuDriver, badDriver)
 	e.cfg.Plugins.Drivers[1].Path = filepath.Join(e.root, "no-such-plugin")
+	e.cfg.Plugins.Drivers[1].Name = "" // a Config built in code: named after the binary
 	a := e.start(t, Options{})
 	refused := a.Refused()
-	if len(refused) != 1 || !errors.Is(refused[0], pluginmgr.ErrNotExecutable) || !strings.Contains(refused[0].Error(), "no-such-plugin") {
-		t.Fatalf("Refused() = %v, want gpu1 refused as not executable naming its path", refused)
+	if len(refused) != 1 || !errors.Is(refused[0], pluginmgr.ErrNotExecutable) || refused[0].Plugin != "no-such-plugin" || !strings.Contains(refused[0].Error(), e.cfg.Plugins.Drivers[1].Path) {
+		t.Fatalf("Refused() = %v, want no-such-plugin refused as not executable naming its path", refused)
 	}
 	if got := a.Drivers(); len(got) != 1 || got[0] != gpuDriver {
 		t.Errorf("drivers served %v, want only %s", got, gpuDriver)
