@@ -76,6 +76,7 @@ type Agent struct {
 	byPlugin map[string]*driver // by plugin name
 	pending  map[string]pluginmgr.Inventory
 	health   map[string][]pluginmgr.DeviceHealth // by plugin name, before the driver is known
+	refused  []*PluginRefusedError
 
 	stopping atomic.Bool
 	inflight sync.WaitGroup
@@ -174,6 +175,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.metrics = newMetrics(a.opts.Registry, a)
+	refused := refusedCollector(a)
+	a.opts.Registry.MustRegister(refused)
+	a.metrics.collectors = append(a.metrics.collectors, refused)
 
 	a.plugins = pluginmgr.NewManager(pluginmgr.Options{
 		NodeName:    a.cfg.NodeName,
@@ -183,7 +187,16 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		OnStatus:    a.onStatus,
 	})
 	var configs []pluginmgr.PluginConfig
+	var verified []DriverConfig
 	for _, d := range a.cfg.Plugins.Drivers {
+		// One untrustworthy binary must not take every other driver of
+		// the node down with it (a DaemonSet would crash loop): it is
+		// refused alone, and /readyz and a metric say so.
+		if err := VerifyPluginBinary(d); err != nil {
+			a.refuse(d, err)
+			continue
+		}
+		verified = append(verified, d)
 		section, err := json.Marshal(d.Config)
 		if err != nil {
 			return &ConfigError{Key: "plugins.drivers." + d.Name + ".config", Reason: err.Error()}
@@ -191,14 +204,23 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		if d.Config == nil {
 			section = nil
 		}
-		configs = append(configs, pluginmgr.PluginConfig{Name: d.Name, Path: d.Path, SHA256: d.SHA256, Args: d.Args, Config: section})
+		configs = append(configs, pluginmgr.PluginConfig{Name: pluginName(d), Path: d.Path, SHA256: d.SHA256, Args: d.Args, Config: section})
 	}
 	if err := a.plugins.Start(configs); err != nil {
-		return fmt.Errorf("starting driver plugins: %w", err)
+		notRunning := slices.DeleteFunc(verified, func(d DriverConfig) bool {
+			_, running := a.plugins.Plugin(pluginName(d))
+			return running
+		})
+		if err := a.refuseReplaced(notRunning, err); err != nil {
+			return fmt.Errorf("starting driver plugins: %w", err)
+		}
 	}
 	for _, c := range configs {
 		p, ok := a.plugins.Plugin(c.Name)
 		if !ok {
+			if a.isRefused(c.Name) {
+				continue
+			}
 			return fmt.Errorf("plugin %q did not start", c.Name)
 		}
 		if err := a.addDriver(ctx, p); err != nil {
@@ -217,7 +239,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	a.log.Info("Agent started", "drivers", a.Drivers(), "standalone", a.standalone, "http", a.httpAddr)
+	a.log.Info("Agent started", "drivers", a.Drivers(), "refusedPlugins", len(a.Refused()), "standalone", a.standalone, "http", a.httpAddr)
 	return nil
 }
 
@@ -255,9 +277,9 @@ func (a *Agent) connect() error {
 		if rc != nil {
 			rc.QPS, rc.Burst = a.cfg.Claims.QPS, a.cfg.Claims.Burst
 			rc.UserAgent = "dranode-agent/" + a.cfg.NodeName
-			a.client, err = kubernetes.NewForConfig(rc)
+			a.client, err = newNodeClient(rc)
 			if err != nil {
-				return fmt.Errorf("API client: %w", err)
+				return err
 			}
 		}
 	}
@@ -301,9 +323,12 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 	a.byPlugin[p.Name()] = d
 	if h, ok := a.health[p.Name()]; ok {
 		d.healthy.set(h)
+		delete(a.health, p.Name()) // later reports go to the driver directly
 	}
 	inv, ok := a.pending[p.Name()]
-	if !ok {
+	if ok {
+		delete(a.pending, p.Name()) // later inventories go to the driver directly
+	} else {
 		inv, _ = p.Inventory()
 	}
 	if len(inv.Pools) > 0 {
@@ -385,7 +410,8 @@ func (a *Agent) onStatus(s pluginmgr.Status) {
 }
 
 // Ready reports whether every plugin runs and, with a kubelet, every driver
-// is registered; the error says what is missing.
+// is registered; the error says what is missing, including every plugin
+// that was refused.
 func (a *Agent) Ready() error {
 	if a.stopping.Load() {
 		return ErrStopping
@@ -394,6 +420,9 @@ func (a *Agent) Ready() error {
 		return errors.New("not started")
 	}
 	var problems []string
+	for _, r := range a.Refused() {
+		problems = append(problems, r.Error())
+	}
 	for _, s := range a.plugins.Statuses() {
 		if s.State != pluginmgr.StateRunning {
 			problems = append(problems, fmt.Sprintf("plugin %s is %s", s.Plugin, s.State))

@@ -63,6 +63,10 @@ type Config struct {
 	HTTP       HTTPConfig    `mapstructure:"http" json:"http"`
 	// ShutdownTimeout bounds the wait for calls in flight on SIGTERM.
 	ShutdownTimeout time.Duration `mapstructure:"shutdownTimeout" json:"shutdownTimeout"`
+	// MemoryLimit is the Go runtime's soft memory limit for the agent
+	// process, a quantity ("40Mi"); "0" leaves the runtime's own setting
+	// (the GOMEMLIMIT variable, or none). See ApplyMemoryLimit.
+	MemoryLimit string `mapstructure:"memoryLimit" json:"memoryLimit"`
 }
 
 // KubeletConfig are the kubelet's plugin directories (under its --root-dir).
@@ -127,6 +131,10 @@ type ClaimsConfig struct {
 type HTTPConfig struct {
 	// Address to listen on ("host:port"); empty disables the endpoint.
 	Address string `mapstructure:"address" json:"address"`
+	// Pprof also serves Go's profiles under /debug/pprof/ (heap,
+	// goroutines, CPU) for finding where memory or time goes. Off by
+	// default: profiles show internals to whoever reaches the address.
+	Pprof bool `mapstructure:"pprof" json:"pprof"`
 }
 
 // DefaultConfig returns the defaults (DESIGN.md, "Files on the node").
@@ -145,6 +153,7 @@ func DefaultConfig() Config {
 		Claims:          ClaimsConfig{QPS: 50, Burst: 100},
 		HTTP:            HTTPConfig{Address: ":8085"},
 		ShutdownTimeout: 30 * time.Second,
+		MemoryLimit:     DefaultMemoryLimit,
 	}
 }
 
@@ -163,7 +172,9 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"claims-qps", "claims.qps", "API client QPS for claim lookups"},
 	{"claims-burst", "claims.burst", "API client burst for claim lookups"},
 	{"http-address", "http.address", "address of /metrics, /healthz, /readyz; empty disables"},
+	{"http-pprof", "http.pprof", "also serve /debug/pprof/ on http.address (true/false)"},
 	{"shutdown-timeout", "shutdownTimeout", "wait for calls in flight on SIGTERM"},
+	{"memory-limit", "memoryLimit", "Go soft memory limit of the agent process (\"40Mi\"); 0 keeps GOMEMLIMIT"},
 }
 
 // AddFlags registers one flag per scalar configuration key, plus --config.
@@ -276,7 +287,9 @@ func setDefaults(v *viper.Viper, def Config) {
 	v.SetDefault("claims.qps", def.Claims.QPS)
 	v.SetDefault("claims.burst", def.Claims.Burst)
 	v.SetDefault("http.address", def.HTTP.Address)
+	v.SetDefault("http.pprof", def.HTTP.Pprof)
 	v.SetDefault("shutdownTimeout", def.ShutdownTimeout.String())
+	v.SetDefault("memoryLimit", def.MemoryLimit)
 }
 
 // decodeError turns mapstructure's message into a ConfigError naming the
@@ -378,6 +391,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("shutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	if _, err := c.MemoryLimitBytes(); err != nil {
+		return bad("memoryLimit", "%v", err)
 	}
 	if c.Claims.QPS <= 0 {
 		return bad("claims.qps", "must be positive, got %v", c.Claims.QPS)

@@ -122,6 +122,10 @@ plugins:
 		{name: "unknown env variable", file: drivers, env: []string{"DRANODE_NODE_NAME=x"}, wantKey: "DRANODE_NODE_NAME"},
 		{name: "missing file", args: []string{"--config", "/nonexistent/agent.yaml"}, wantKey: "config"},
 		{name: "not yaml", file: "nodeName: [\n", wantKey: "config"},
+		{name: "memory limit not a quantity", file: "memoryLimit: lots\n" + drivers, wantKey: "memoryLimit"},
+		{name: "memory limit too low", file: drivers, args: []string{"--memory-limit", "40Ki"}, wantKey: "memoryLimit"},
+		{name: "memory limit negative", file: drivers, env: []string{"DRANODE_MEMORYLIMIT=-40Mi"}, wantKey: "memoryLimit"},
+		{name: "pprof not a bool", file: "http:\n  pprof: sometimes\n" + drivers, wantKey: "pprof"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

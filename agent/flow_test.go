@@ -22,7 +22,6 @@ import (
 
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/claimcache"
-	"github.com/dranode/dranode/pluginmgr"
 )
 
 func nodeSelector(node string) *corev1.NodeSelector {
@@ -418,22 +417,6 @@ func TestStaleSocketReplacedAndNonSocketRefused(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(other); string(data) != "precious" {
 		t.Error("regular file replaced")
-	}
-}
-
-func TestWrongChecksumRefused(t *testing.T) {
-	e := newTestEnv(t, gpuDriver)
-	e.cfg.Plugins.Drivers[0].SHA256 = strings.Repeat("0", 64)
-	a, err := New(e.cfg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = a.Start(context.Background())
-	if !errors.Is(err, pluginmgr.ErrChecksumMismatch) {
-		t.Fatalf("Start with a wrong digest: %v, want ErrChecksumMismatch", err)
-	}
-	if _, statErr := os.Stat(RegistrationSocket(e.cfg.Kubelet.RegistryDir, gpuDriver)); !errors.Is(statErr, os.ErrNotExist) {
-		t.Error("registration socket exists although the agent did not start")
 	}
 }
 

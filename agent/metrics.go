@@ -124,6 +124,7 @@ func (a *Agent) serveHTTP() error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	a.addDebugHandlers(mux)
 	a.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = a.httpSrv.Serve(lis) }()
 	return nil

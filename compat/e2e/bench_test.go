@@ -2,8 +2,14 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,16 +158,23 @@ func benchPrepareConcurrent(b *testing.B, tweak func(*harness.AgentOptions)) {
 }
 
 // The agent's resident memory with 1,000 devices published and 1,000
-// claims prepared (VmRSS of the agent process alone, plugins excluded).
-// gpu-plugin serves at most 128 devices, so eight instances of it (eight
-// drivers of 125 devices) make the 1,000, and claims come from a class
-// matching any of them. One iteration is the whole exercise; run it with
-// -benchtime=1x.
+// claims prepared (the agent process alone, plugins excluded): VmRSS, and
+// its anonymous (heap, stacks) and file-backed (the binary's pages) parts.
+// "1-driver" is one gpu-plugin with 1,000 devices, the reading;
+// "8-drivers" spreads them over eight instances of 125 (eight publishers,
+// kubelet servers and plugin connections), to tell per-driver memory from
+// per-device memory. Claims come from a class matching any of them. One
+// iteration is the whole exercise; run it with -benchtime=1x.
 func BenchmarkAgentRSS1000(b *testing.B) {
-	const count, perDriver = 1000, 125
+	b.Run("1-driver", func(b *testing.B) { benchAgentRSS(b, 1) })
+	b.Run("8-drivers", func(b *testing.B) { benchAgentRSS(b, 8) })
+}
+
+func benchAgentRSS(b *testing.B, driverCount int) {
+	const count = 1000
 	var drivers []harness.GPUDriver
-	for i := range count / perDriver {
-		drivers = append(drivers, harness.GPUDriver{DriverName: fmt.Sprintf("gpu%d.rss.example.com", i), NumDevices: perDriver})
+	for i := range driverCount {
+		drivers = append(drivers, harness.GPUDriver{DriverName: fmt.Sprintf("gpu%d.rss.example.com", i), NumDevices: count / driverCount})
 	}
 	for range b.N {
 		n := newNode(b, drivers...)
@@ -172,24 +185,116 @@ func BenchmarkAgentRSS1000(b *testing.B) {
 		if err := cluster.CreateTemplate(n.ctx, n.ns, "any", harness.ClaimSpecForClasses("rss-any")); err != nil {
 			b.Fatal(err)
 		}
-		idle, err := harness.RSSBytes(n.agent.PID())
-		if err != nil {
-			b.Fatal(err)
-		}
+		idle := readMemory(b, n.agent.PID())
+		cpuBefore := agentCPUSeconds(b, n.agent.PID())
 		var all []*corev1.Pod
 		for chunk := 0; chunk < count; chunk += 100 {
 			ps := n.schedulePodsWith(fmt.Sprintf("m%d", chunk), 100, "any")
 			n.prepareAll(ps, prepareTimeout)
 			all = append(all, ps...)
 		}
-		rss, err := harness.RSSBytes(n.agent.PID())
+		loaded := readMemory(b, n.agent.PID())
+		cpu := agentCPUSeconds(b, n.agent.PID()) - cpuBefore
+		saveHeapProfile(b, n, fmt.Sprintf("agent-heap-%d-drivers.pb.gz", driverCount))
+		families, err := n.agent.Metrics(n.ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(float64(idle)/(1<<20), "idle-rss-MiB")
-		b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
+		if fam := families["dranode_claims_recorded"]; fam == nil || len(fam.Metric) == 0 || fam.Metric[0].GetGauge().GetValue() != count {
+			b.Fatalf("agent does not report %d recorded claims: %v", count, fam)
+		}
+		b.ReportMetric(idle.rss, "idle-rss-MiB")
+		b.ReportMetric(loaded.rss, "rss-MiB")
+		b.ReportMetric(loaded.anon, "rss-anon-MiB")
+		b.ReportMetric(loaded.file, "rss-file-MiB")
+		// What the 1,000 prepares cost the agent in CPU, collector
+		// included: the price of a tighter memory limit shows here.
+		b.ReportMetric(cpu, "agent-cpu-s")
 		b.StopTimer()
 		n.unprepareAll(all, nil)
 		b.StartTimer()
 	}
+}
+
+// memory is a process's resident set from /proc/<pid>/status, in MiB.
+type memory struct{ rss, anon, file float64 }
+
+func readMemory(b *testing.B, pid int) memory {
+	b.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	field := func(key string) float64 {
+		for _, line := range strings.Split(string(status), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && k == key {
+				kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				if err != nil {
+					b.Fatalf("/proc/%d/status %s: %v", pid, key, err)
+				}
+				return kb / 1024
+			}
+		}
+		b.Fatalf("/proc/%d/status has no %s", pid, key)
+		return 0
+	}
+	return memory{rss: field("VmRSS"), anon: field("RssAnon"), file: field("RssFile")}
+}
+
+// saveHeapProfile writes the agent's heap profile into the directory named
+// by E2E_AGENT_PROFILE_DIR, when set; the agent serves it only with
+// http.pprof on, which DRANODE_HTTP_PPROF=true (inherited) turns on.
+func saveHeapProfile(b *testing.B, n *node, name string) {
+	b.Helper()
+	dir := os.Getenv("E2E_AGENT_PROFILE_DIR")
+	if dir == "" {
+		return
+	}
+	resp, err := http.Get("http://" + n.agent.HTTPAddr + "/debug/pprof/heap")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("heap profile: status %d (is DRANODE_HTTP_PPROF=true set?)", resp.StatusCode)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if resp, err := http.Get("http://" + n.agent.HTTPAddr + "/debug/pprof/heap?debug=1"); err == nil {
+		text, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		_ = os.WriteFile(filepath.Join(dir, name+".txt"), text, 0o644)
+	}
+	if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", n.agent.PID())); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, name+".smaps_rollup"), smaps, 0o644)
+	}
+}
+
+// agentCPUSeconds is the user and system CPU time the process has used, from
+// /proc/<pid>/stat (clock ticks of 1/100 s, what Linux reports on the
+// platforms Go supports).
+func agentCPUSeconds(b *testing.B, pid int) float64 {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses and may hold
+	// spaces: state is field 3, utime 14 and stime 15.
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		b.Fatalf("/proc/%d/stat: %q", pid, stat)
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return (utime + stime) / 100
 }

@@ -363,9 +363,9 @@ func (n *node) verifyCDI(pod *corev1.Pod) []string {
 		n.t.Fatalf("claim of %s not allocated", pod.Name)
 	}
 	for _, r := range claim.Status.Allocation.Devices.Results {
-		// gpu-plugin maps device gpu-N to /dev/gpuN and GPU_DEVICE_N.
+		// gpu-plugin maps device gpu-N to GPU_DEVICE_N and a device node.
 		idx := strings.TrimPrefix(r.Device, "gpu-")
-		if !slices.ContainsFunc(spec.Linux.Devices, func(d oci.LinuxDevice) bool { return d.Path == "/dev/gpu"+idx }) {
+		if !slices.ContainsFunc(spec.Linux.Devices, func(d oci.LinuxDevice) bool { return d.Path == gpuContainerPath(r.Driver, r.Device) }) {
 			n.t.Errorf("pod %s: allocated %s/%s but the injected devices are %v", pod.Name, r.Driver, r.Device, spec.Linux.Devices)
 		}
 		if !slices.ContainsFunc(spec.Process.Env, func(e string) bool { return strings.HasPrefix(e, "GPU_DEVICE_"+idx+"=") }) {
@@ -373,6 +373,17 @@ func (n *node) verifyCDI(pod *corev1.Pod) []string {
 		}
 	}
 	return ids
+}
+
+// gpuContainerPath is where gpu-plugin puts a device's node in the
+// container: /dev/gpuN for its default driver name, /dev/<driver>/gpuN for
+// any other, so that two instances never share a path.
+func gpuContainerPath(driver, device string) string {
+	node := strings.Replace(device, "gpu-", "gpu", 1)
+	if driver == gpuDriver {
+		return "/dev/" + node
+	}
+	return "/dev/" + driver + "/" + node
 }
 
 // unprepareAll runs the kubelet's UnprepareResources for pods, deletes

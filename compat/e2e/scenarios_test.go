@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -304,6 +306,19 @@ func TestClaimWithTwoDrivers(t *testing.T) {
 	ids := make([][]string, len(pods))
 	for i, p := range pods {
 		ids[i] = n.verifyCDI(p)
+		// Both devices are injected, at two different container paths
+		// (both drivers' devices may be gpu-N).
+		spec, err := harness.ResolveCDI(n.agent.CDIDir, ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths := map[string]bool{}
+		for _, d := range spec.Linux.Devices {
+			paths[d.Path] = true
+		}
+		if len(paths) != 2 || len(spec.Linux.Devices) != 2 {
+			t.Errorf("pod %s: the claim's two devices are injected as %v, want two distinct paths", p.Name, spec.Linux.Devices)
+		}
 		// Each driver's ID alone injects that driver's device.
 		for _, r := range n.allocatedDevices(p) {
 			var mine []string
@@ -319,7 +334,7 @@ func TestClaimWithTwoDrivers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(spec.Linux.Devices) != 1 || spec.Linux.Devices[0].Path != "/dev/"+strings.Replace(r[1], "gpu-", "gpu", 1) {
+			if len(spec.Linux.Devices) != 1 || spec.Linux.Devices[0].Path != gpuContainerPath(r[0], r[1]) {
 				t.Errorf("pod %s: driver %s's CDI ID injects %v, want %s", p.Name, r[0], spec.Linux.Devices, r[1])
 			}
 		}
@@ -328,11 +343,15 @@ func TestClaimWithTwoDrivers(t *testing.T) {
 }
 
 // A plugin whose binary does not match its configured SHA-256 is refused
-// before it runs: the agent does not start (a misconfigured node must not
-// look healthy), says which plugin and both digests, and the driver never
-// registers with the kubelet nor publishes a slice.
+// before it runs, and only that plugin: the agent keeps serving its other
+// driver (registered through the kubelet's own plugin manager, pods
+// prepared through its DRA manager), the refused driver never registers
+// nor publishes a slice, and the refusal is visible: an error log line
+// naming the plugin and both digests, dranode_plugin_refused, and /readyz
+// not ready naming the plugin.
 func TestWrongChecksumRefused(t *testing.T) {
 	const bad = "bad.example.com"
+	const badPlugin = "bad-example-com" // the harness names plugins after their driver
 	wrongSum := strings.Repeat("0", 64)
 	n := newNode(t,
 		harness.GPUDriver{DriverName: gpuDriver, NumDevices: 2},
@@ -340,24 +359,59 @@ func TestWrongChecksumRefused(t *testing.T) {
 	)
 	n.launchKubelet()
 	n.startAgent()
+	// From here on the node serves the good driver alone.
+	n.drivers = n.drivers[:1]
+	n.waitRegistered(gpuDriver)
+	n.waitSlices()
+	pods := n.schedulePods("w", 2)
+	n.prepareAll(pods, prepareTimeout)
+	ids := make([][]string, len(pods))
+	for i, p := range pods {
+		ids[i] = n.verifyCDI(p)
+	}
+
 	select {
 	case <-n.agent.Exited():
-	case <-time.After(60 * time.Second):
-		t.Fatal("agent still running 60s after start with a plugin whose checksum is wrong")
-	}
-	if err := n.agent.ExitError(); err == nil {
-		t.Errorf("agent exited with status 0 after refusing a plugin")
+		t.Fatalf("agent exited with a refused plugin configured: %v", n.agent.ExitError())
+	default:
 	}
 	realSum, err := harness.FileSHA256(bins.GPUPlugin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := n.agent.Log()
-	for _, want := range []string{"bad-example-com", wrongSum, realSum} {
+	for _, want := range []string{"Driver plugin refused", `plugin="` + badPlugin + `"`, wrongSum, realSum} {
 		if !strings.Contains(log, want) {
-			t.Errorf("agent output does not name %q:\n%s", want, n.agent.LogTail(10))
+			t.Errorf("agent log does not contain %q:\n%s", want, n.agent.LogTail(20))
 		}
 	}
+	resp, err := http.Get("http://" + n.agent.HTTPAddr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), badPlugin) {
+		t.Errorf("/readyz %d %q, want 503 naming plugin %s", resp.StatusCode, body, badPlugin)
+	}
+	families, err := n.agent.Metrics(n.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := map[string]float64{}
+	if fam := families["dranode_plugin_refused"]; fam != nil {
+		for _, m := range fam.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "plugin" {
+					refused[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	if refused[badPlugin] != 1 || refused["gpu-example-com"] != 0 || len(refused) != 2 {
+		t.Errorf("dranode_plugin_refused = %v, want %s 1 and gpu-example-com 0", refused, badPlugin)
+	}
+
 	n.assertNotRegistered(bad)
 	slices, err := cluster.NodeSlices(n.ctx, n.name)
 	if err != nil {
@@ -372,4 +426,5 @@ func TestWrongChecksumRefused(t *testing.T) {
 			t.Errorf("registration socket %s exists for the refused driver", e.Name())
 		}
 	}
+	n.unprepareAll(pods, ids)
 }

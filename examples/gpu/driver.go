@@ -31,6 +31,14 @@ const (
 	configKind    = "GpuConfig"
 )
 
+// maxDevices bounds numDevices. The agent splits a pool into ResourceSlices
+// of at most 128 devices itself, so the API's per-slice limit does not bound
+// a plugin; what does is the inventory travelling to the agent as one gRPC
+// message, which the host accepts up to gRPC's default 4 MiB. A simulated
+// GPU takes about 200 bytes on that wire (TestMaxDevicesFitOneMessage
+// measures it), so 4,096 GPUs take about 0.8 MiB, a fifth of the limit.
+const maxDevices = 4096
+
 // errConfig marks a configuration the driver cannot use.
 var errConfig = errors.New("invalid gpu plugin configuration")
 
@@ -58,9 +66,15 @@ type config struct {
 	Model              string   `json:"model"`
 	Memory             string   `json:"memory"`
 	HealthPollInterval duration `json:"healthPollInterval"`
+	// ContainerDevDir is where the device nodes appear in the container.
+	ContainerDevDir string `json:"containerDevDir"`
 
 	memory resource.Quantity
 }
+
+// defaultDriverName is the driver name when none is configured; its device
+// nodes appear in containers as /dev/gpuN.
+const defaultDriverName = "gpu.example.com"
 
 func parseConfig(raw []byte) (config, error) {
 	var c config
@@ -72,7 +86,16 @@ func parseConfig(raw []byte) (config, error) {
 		}
 	}
 	if c.DriverName == "" {
-		c.DriverName = "gpu.example.com"
+		c.DriverName = defaultDriverName
+	}
+	if c.ContainerDevDir == "" {
+		// Two instances of the plugin on one node serve different driver
+		// names, and a claim may hold devices of both: their gpu0 must
+		// not land on the same container path.
+		c.ContainerDevDir = "/dev"
+		if c.DriverName != defaultDriverName {
+			c.ContainerDevDir = "/dev/" + c.DriverName
+		}
 	}
 	if c.NumDevices == nil {
 		c.NumDevices = ptr.To(8)
@@ -92,11 +115,14 @@ func parseConfig(raw []byte) (config, error) {
 	if errs := validation.IsDNS1123Subdomain(c.DriverName); len(errs) > 0 || len(c.DriverName) > 63 {
 		return config{}, fmt.Errorf("%w: driverName %q is not a DNS subdomain of at most 63 characters", errConfig, c.DriverName)
 	}
-	if *c.NumDevices < 0 || *c.NumDevices > 128 {
-		return config{}, fmt.Errorf("%w: numDevices %d is outside 0..128", errConfig, *c.NumDevices)
+	if *c.NumDevices < 0 || *c.NumDevices > maxDevices {
+		return config{}, fmt.Errorf("%w: numDevices %d is outside 0..%d", errConfig, *c.NumDevices, maxDevices)
 	}
 	if !filepath.IsAbs(c.DevRoot) {
 		return config{}, fmt.Errorf("%w: devRoot %q must be absolute", errConfig, c.DevRoot)
+	}
+	if !filepath.IsAbs(c.ContainerDevDir) || filepath.Clean(c.ContainerDevDir) != c.ContainerDevDir {
+		return config{}, fmt.Errorf("%w: containerDevDir %q must be an absolute, clean path", errConfig, c.ContainerDevDir)
 	}
 	if len(c.Model) > 64 {
 		return config{}, fmt.Errorf("%w: model %q is longer than 64 characters", errConfig, c.Model)
@@ -181,6 +207,11 @@ func deviceName(i int) string { return "gpu-" + strconv.Itoa(i) }
 
 func devicePath(cfg config, i int) string {
 	return filepath.Join(cfg.DevRoot, "gpu"+strconv.Itoa(i))
+}
+
+// containerPath is where GPU i's device node appears in the container.
+func containerPath(cfg config, i int) string {
+	return filepath.Join(cfg.ContainerDevDir, "gpu"+strconv.Itoa(i))
 }
 
 // deviceUUID is stable across restarts and nodes for one driver and index,
@@ -384,7 +415,7 @@ func prepareClaim(cfg config, c pluginmgr.Claim) ([]pluginmgr.PreparedDevice, er
 			Edits: pluginmgr.ContainerEdits{
 				Env: env,
 				DeviceNodes: []pluginmgr.DeviceNode{{
-					Path: "/dev/gpu" + strconv.Itoa(i), HostPath: devicePath(cfg, i),
+					Path: containerPath(cfg, i), HostPath: devicePath(cfg, i),
 				}},
 			},
 		})

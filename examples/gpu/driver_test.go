@@ -13,7 +13,10 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/dranode/dranode/pluginmgr"
+	pb "github.com/dranode/dranode/pluginmgr/proto/dranode/plugin/v1"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -35,10 +38,38 @@ func TestParseConfig(t *testing.T) {
 		}},
 		{name: "unknown field", raw: `{"numDevice": 2}`, wantErr: `unknown field "numDevice"`},
 		{name: "negative devices", raw: `{"numDevices": -1}`, wantErr: "numDevices -1"},
+		{name: "more devices than one slice holds", raw: `{"numDevices": 1000}`, check: func(t *testing.T, c config) {
+			if *c.NumDevices != 1000 {
+				t.Errorf("numDevices = %d", *c.NumDevices)
+			}
+		}},
+		{name: "the upper bound is allowed", raw: `{"numDevices": 4096}`, check: func(t *testing.T, c config) {
+			if *c.NumDevices != maxDevices {
+				t.Errorf("numDevices = %d, want %d", *c.NumDevices, maxDevices)
+			}
+		}},
+		{name: "above the upper bound", raw: `{"numDevices": 4097}`, wantErr: "numDevices 4097 is outside 0..4096"},
 		{name: "bad driver name", raw: `{"driverName": "GPU!"}`, wantErr: `driverName "GPU!"`},
 		{name: "relative devRoot", raw: `{"devRoot": "dev"}`, wantErr: `devRoot "dev"`},
 		{name: "bad memory", raw: `{"memory": "lots"}`, wantErr: `memory "lots"`},
 		{name: "bad interval", raw: `{"healthPollInterval": "soon"}`, wantErr: "soon"},
+		{name: "default driver's devices are /dev/gpuN", raw: "", check: func(t *testing.T, c config) {
+			if got := containerPath(c, 3); got != "/dev/gpu3" {
+				t.Errorf("container path %s, want /dev/gpu3", got)
+			}
+		}},
+		{name: "another driver's devices are under its name", raw: `{"driverName": "gpu2.example.com"}`, check: func(t *testing.T, c config) {
+			if got := containerPath(c, 3); got != "/dev/gpu2.example.com/gpu3" {
+				t.Errorf("container path %s, want /dev/gpu2.example.com/gpu3", got)
+			}
+		}},
+		{name: "containerDevDir as configured", raw: `{"driverName": "gpu2.example.com", "containerDevDir": "/dev/accel"}`, check: func(t *testing.T, c config) {
+			if got := containerPath(c, 0); got != "/dev/accel/gpu0" {
+				t.Errorf("container path %s, want /dev/accel/gpu0", got)
+			}
+		}},
+		{name: "relative containerDevDir", raw: `{"containerDevDir": "dev"}`, wantErr: `containerDevDir "dev"`},
+		{name: "unclean containerDevDir", raw: `{"containerDevDir": "/dev/../etc"}`, wantErr: `containerDevDir "/dev/../etc"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,5 +230,56 @@ func TestPoolIsNamedAfterTheConfiguredNode(t *testing.T) {
 	}
 	if len(got.Pools) != 1 || got.Pools[0].Name != "node-1" {
 		t.Fatalf("pools %+v, want one pool named after the configured node node-1", got.Pools)
+	}
+}
+
+// The bound on numDevices exists because the whole inventory is one gRPC
+// message to the agent; this measures that message at the bound, with the
+// longest model the configuration accepts, against gRPC's default 4 MiB.
+func TestMaxDevicesFitOneMessage(t *testing.T) {
+	const grpcDefaultMaxReceive = 4 << 20
+	cfg, err := parseConfig([]byte(`{"numDevices": 4096, "driverName": "` + strings.Repeat("g", 50) + `.example.com", "model": "` + strings.Repeat("m", 64) + `"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := inventory(cfg, strings.Repeat("n", 63))
+	pool := &pb.Pool{Name: inv.Pools[0].Name}
+	for i := range inv.Pools[0].Devices {
+		b, err := inv.Pools[0].Devices[i].Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool.Devices = append(pool.Devices, b)
+	}
+	size := proto.Size(&pb.Inventory{Pools: []*pb.Pool{pool}})
+	t.Logf("%d devices: %d bytes on the wire, %d per device", len(pool.Devices), size, size/len(pool.Devices))
+	if len(pool.Devices) != maxDevices {
+		t.Fatalf("inventory has %d devices, want %d", len(pool.Devices), maxDevices)
+	}
+	if size > grpcDefaultMaxReceive/2 {
+		t.Errorf("inventory of %d devices is %d bytes, more than half of gRPC's default %d", maxDevices, size, grpcDefaultMaxReceive)
+	}
+}
+
+// Two instances of the plugin (two driver names) on one node: a claim with
+// gpu-0 of each must not inject both at one container path.
+func TestTwoInstancesDoNotCollide(t *testing.T) {
+	var paths []string
+	for _, name := range []string{"gpu.example.com", "gpu2.example.com"} {
+		d, _ := configured(t, `{"driverName": "`+name+`", "numDevices": 1, "devRoot": "`+t.TempDir()+`"}`)
+		claim := pluginmgr.Claim{UID: "1", Results: []resourcev1.DeviceRequestAllocationResult{{Request: "r", Driver: name, Pool: "p", Device: "gpu-0"}}}
+		res, err := d.Prepare(context.Background(), []pluginmgr.Claim{claim})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("prepare on %s: %v %v", name, err, res[0].Err)
+		}
+		for _, n := range res[0].Devices[0].Edits.DeviceNodes {
+			if slices.Contains(paths, n.Path) {
+				t.Errorf("driver %s injects %s, which the other instance injects too", name, n.Path)
+			}
+			paths = append(paths, n.Path)
+		}
+	}
+	if len(paths) != 2 {
+		t.Errorf("device nodes %v, want one per instance", paths)
 	}
 }

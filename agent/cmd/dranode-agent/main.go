@@ -2,7 +2,7 @@
 // package and its README for the configuration.
 //
 //	dranode-agent --config /etc/dranode/agent.yaml   run the agent
-//	dranode-agent config validate --config FILE      check the merged configuration
+//	dranode-agent config validate --config FILE      check the merged configuration and plugin digests
 //	dranode-agent config print --config FILE         print it (YAML)
 package main
 
@@ -43,6 +43,11 @@ func newCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			limit, err := agent.ApplyMemoryLimit(cfg)
+			if err != nil {
+				return err
+			}
+			klog.InfoS("Go memory limit", "bytes", limit, "memoryLimit", cfg.MemoryLimit)
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			err = a.Run(ctx)
@@ -57,10 +62,20 @@ func newCommand() *cobra.Command {
 
 	cfgCmd := &cobra.Command{Use: "config", Short: "inspect the configuration"}
 	validate := &cobra.Command{
-		Use: "validate", Short: "merge flags, DRANODE_ environment, file and defaults, and check the result",
+		Use: "validate", Short: "merge flags, DRANODE_ environment, file and defaults, and check the result and the plugin binaries' sha256",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := agent.LoadConfig(cmd.Flags(), os.Environ()); err != nil {
+			cfg, err := agent.LoadConfig(cmd.Flags(), os.Environ())
+			if err != nil {
+				return err
+			}
+			// The binaries too: a digest that does not match is what the
+			// running agent would refuse the plugin for.
+			warnings, err := agent.CheckPluginBinaries(cfg)
+			for _, w := range warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "configuration is valid")

@@ -1,0 +1,183 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dranode/dranode/pluginmgr"
+)
+
+// ErrPluginRefused is matched (errors.Is) by a *PluginRefusedError.
+var ErrPluginRefused = errors.New("driver plugin refused")
+
+// PluginRefusedError says why the agent refused to run one configured
+// plugin. Err matches pluginmgr.ErrChecksumMismatch (a
+// *pluginmgr.ChecksumError with both digests) or pluginmgr.ErrNotExecutable.
+type PluginRefusedError struct {
+	Plugin string // the configured plugin name
+	Path   string
+	Err    error
+}
+
+func (e *PluginRefusedError) Error() string {
+	return fmt.Sprintf("plugin %q refused: %v", e.Plugin, e.Err)
+}
+
+func (e *PluginRefusedError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrPluginRefused) match.
+func (e *PluginRefusedError) Is(target error) bool { return target == ErrPluginRefused }
+
+// VerifyPluginBinary checks that d.Path is an executable regular file whose
+// SHA-256 is d.SHA256. The error matches pluginmgr.ErrNotExecutable or
+// pluginmgr.ErrChecksumMismatch (a *pluginmgr.ChecksumError naming both
+// digests).
+//
+// The agent runs it for every plugin before starting any: a binary that
+// fails it is refused on its own, and the other drivers are served.
+// pluginmgr checks the digest again right before each exec, so a binary
+// replaced after this check is refused too.
+func VerifyPluginBinary(d DriverConfig) error {
+	f, err := os.Open(d.Path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", pluginmgr.ErrNotExecutable, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%w: %v", pluginmgr.ErrNotExecutable, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%w: %s has mode %s", pluginmgr.ErrNotExecutable, d.Path, fi.Mode())
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("%w: reading %s: %v", pluginmgr.ErrNotExecutable, d.Path, err)
+	}
+	actual := hex.EncodeToString(h.Sum(nil))
+	if want := strings.ToLower(d.SHA256); actual != want {
+		return &pluginmgr.ChecksumError{Path: d.Path, Expected: want, Actual: actual}
+	}
+	return nil
+}
+
+// CheckPluginBinaries is `config validate`'s check of the plugin binaries
+// named in cfg. A binary that exists but does not match its digest (or
+// cannot be run) is an error naming the key: the agent would refuse it. A
+// binary that does not exist is only a warning, because a configuration is
+// often validated away from the node that has the binaries.
+func CheckPluginBinaries(cfg Config) (warnings []string, err error) {
+	var errs []error
+	for i, d := range cfg.Plugins.Drivers {
+		key := fmt.Sprintf("plugins.drivers[%d]", i)
+		verr := VerifyPluginBinary(d)
+		switch {
+		case verr == nil:
+		case errors.Is(verr, os.ErrNotExist):
+			warnings = append(warnings, fmt.Sprintf("%s.path: plugin %q: %s does not exist here; its sha256 was not checked", key, d.Name, d.Path))
+		case errors.Is(verr, pluginmgr.ErrChecksumMismatch):
+			errs = append(errs, &ConfigError{Key: key + ".sha256", Reason: fmt.Sprintf("plugin %q: %v", d.Name, verr)})
+		default:
+			errs = append(errs, &ConfigError{Key: key + ".path", Reason: fmt.Sprintf("plugin %q: %v", d.Name, verr)})
+		}
+	}
+	return warnings, errors.Join(errs...)
+}
+
+// refuse records that a plugin will not run and says so in the log, with
+// both digests when the checksum is the reason.
+func (a *Agent) refuse(d DriverConfig, err error) {
+	name := pluginName(d)
+	r := &PluginRefusedError{Plugin: name, Path: d.Path, Err: err}
+	kv := []any{"plugin", name, "path", d.Path}
+	var ce *pluginmgr.ChecksumError
+	if errors.As(err, &ce) {
+		kv = append(kv, "expectedSHA256", ce.Expected, "actualSHA256", ce.Actual)
+	}
+	a.log.Error(err, "Driver plugin refused: it is not started, registered with the kubelet nor published; the other drivers are served", kv...)
+	a.mu.Lock()
+	a.refused = append(a.refused, r)
+	a.mu.Unlock()
+}
+
+// refuseReplaced handles the error of pluginmgr's Start: a checksum
+// mismatch of a plugin that passed VerifyPluginBinary (its binary was
+// replaced in between) refuses that plugin; anything else is returned.
+// notRunning are the plugins Start did not start; each mismatch refuses the
+// first of them with its path and digest, once.
+func (a *Agent) refuseReplaced(notRunning []DriverConfig, startErr error) error {
+	drivers := slices.Clone(notRunning)
+	errs := []error{startErr}
+	if joined, ok := startErr.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	var fatal []error
+	for _, err := range errs {
+		var ce *pluginmgr.ChecksumError
+		i := -1
+		if errors.As(err, &ce) {
+			i = slices.IndexFunc(drivers, func(d DriverConfig) bool {
+				return d.Path == ce.Path && strings.EqualFold(d.SHA256, ce.Expected)
+			})
+		}
+		if i < 0 {
+			fatal = append(fatal, err)
+			continue
+		}
+		a.refuse(drivers[i], err)
+		drivers = slices.Delete(drivers, i, i+1)
+	}
+	return errors.Join(fatal...)
+}
+
+// Refused returns the plugins the agent refused to run, by name.
+func (a *Agent) Refused() []*PluginRefusedError {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := slices.Clone(a.refused)
+	slices.SortFunc(out, func(x, y *PluginRefusedError) int { return strings.Compare(x.Plugin, y.Plugin) })
+	return out
+}
+
+func (a *Agent) isRefused(plugin string) bool {
+	return slices.ContainsFunc(a.Refused(), func(r *PluginRefusedError) bool { return r.Plugin == plugin })
+}
+
+// refusedCollector is dranode_plugin_refused{plugin}: 1 for a configured
+// plugin the agent refused to run, 0 for the others, so an alert can fire
+// on the series without knowing the plugins.
+func refusedCollector(a *Agent) prometheus.Collector {
+	desc := prometheus.NewDesc("dranode_plugin_refused",
+		"1 when the agent refused to run a configured driver plugin (wrong sha256, not executable); see /readyz and the log for why.",
+		[]string{"plugin"}, nil)
+	return collectorFunc{descs: []*prometheus.Desc{desc}, collect: func(ch chan<- prometheus.Metric) {
+		refused := a.Refused()
+		for _, d := range a.cfg.Plugins.Drivers {
+			name := pluginName(d)
+			v := 0.0
+			if slices.ContainsFunc(refused, func(r *PluginRefusedError) bool { return r.Plugin == name }) {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, name)
+		}
+	}}
+}
+
+// pluginName is the plugin's name as pluginmgr uses it: the configured name,
+// or the binary's base name (LoadConfig fills it in; a Config built in code
+// may leave it empty).
+func pluginName(d DriverConfig) string {
+	if d.Name != "" {
+		return d.Name
+	}
+	return filepath.Base(d.Path)
+}
