@@ -183,6 +183,17 @@ func selectsNode(alloc *resourcev1.AllocationResult, node string) bool {
 }
 
 // prepareDriver calls one plugin for the claim and writes its CDI spec.
+//
+// The spec is written without fsync (SpecDir.NoSync): it is derived from
+// the durable record, not part of it. Temp file and rename still make it
+// appear whole to the runtime, and an agent crash loses nothing (the
+// kernel holds the file). Only a machine crash can lose or empty it, and
+// then the boot ID changes: every recorded claim counts as not prepared,
+// the next Prepare runs the plugin again and rewrites the spec, an
+// Unprepare removes it, and Start sweeps specs of unrecorded claims. Two
+// fsyncs per claim (file and directory) bought nothing but latency, and
+// they contend with the record's and the kubelet's own checkpoint fsyncs
+// on the same disk.
 func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceClaim, driverName string, timer *prepareTimer) ([]claimcache.Device, error) {
 	d := a.driver(driverName)
 	pc := pluginmgr.Claim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
