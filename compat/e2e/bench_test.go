@@ -171,11 +171,13 @@ func BenchmarkPrepareOneClaim(b *testing.B) {
 	var lat []time.Duration
 	i := 0
 	before := snapshotAgent(b, n)
+	cpu := newCPUShares(n)
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
 		pods := n.schedulePods(fmt.Sprintf("o%d", i), 1)
 		i++
+		cpu.begin(b)
 		b.StartTimer()
 		start := time.Now()
 		if err := n.kubelet.DRA.PrepareResources(n.ctx, pods[0]); err != nil {
@@ -183,6 +185,7 @@ func BenchmarkPrepareOneClaim(b *testing.B) {
 		}
 		lat = append(lat, time.Since(start))
 		b.StopTimer()
+		cpu.end(b)
 		n.unprepareAll(pods, nil)
 		b.StartTimer()
 	}
@@ -190,6 +193,7 @@ func BenchmarkPrepareOneClaim(b *testing.B) {
 	b.ReportMetric(ms(quantile(lat, 0.5)), "p50-ms")
 	b.ReportMetric(ms(quantile(lat, 0.99)), "p99-ms")
 	reportAgent(b, n, before)
+	cpu.report(b, i)
 	// The baseline for BenchmarkAgentRSS1000: one driver, 8 devices.
 	rss, err := harness.RSSBytes(n.agent.PID())
 	if err != nil {
@@ -225,6 +229,7 @@ func benchPrepareConcurrent(b *testing.B, tweak func(*harness.AgentOptions), flo
 	var mu sync.Mutex
 	i := 0
 	before := snapshotAgent(b, n)
+	cpu := newCPUShares(n)
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
@@ -234,6 +239,7 @@ func benchPrepareConcurrent(b *testing.B, tweak func(*harness.AgentOptions), flo
 			n.prepareAll(ps, prepareTimeout)
 			n.restartKubeletFresh()
 		}
+		cpu.begin(b)
 		b.StartTimer()
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -251,6 +257,7 @@ func benchPrepareConcurrent(b *testing.B, tweak func(*harness.AgentOptions), flo
 		wg.Wait()
 		batch = append(batch, time.Since(start))
 		b.StopTimer()
+		cpu.end(b)
 		for _, err := range errs {
 			if err != nil {
 				b.Fatal(err)
@@ -267,6 +274,7 @@ func benchPrepareConcurrent(b *testing.B, tweak func(*harness.AgentOptions), flo
 	if !floor {
 		reportAgent(b, n, before)
 	}
+	cpu.report(b, i*pods)
 }
 
 // restartKubeletFresh stops the kubelet and starts one with an empty DRA
