@@ -202,6 +202,41 @@ func BenchmarkPrepareOneClaim(b *testing.B) {
 	b.ReportMetric(float64(rss)/(1<<20), "agent-rss-MiB")
 }
 
+// The kubelet's own share of BenchmarkPrepareOneClaim: the pod's claim is
+// prepared first (untimed), then a kubelet with an empty DRA state
+// prepares it again, timed: its claim GET, its two checkpoints and the
+// NodePrepareResources call, which the agent answers from its record.
+func BenchmarkPrepareOneClaimKubeletFloor(b *testing.B) {
+	n := newNode(b, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 8})
+	n.start()
+	var lat []time.Duration
+	i := 0
+	cpu := newCPUShares(n)
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		pods := n.schedulePods(fmt.Sprintf("f%d", i), 1)
+		i++
+		n.prepareAll(pods, prepareTimeout)
+		n.restartKubeletFresh()
+		cpu.begin(b)
+		b.StartTimer()
+		start := time.Now()
+		if err := n.kubelet.DRA.PrepareResources(n.ctx, pods[0]); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+		b.StopTimer()
+		cpu.end(b)
+		n.unprepareAll(pods, nil)
+		b.StartTimer()
+	}
+	slices.Sort(lat)
+	b.ReportMetric(ms(quantile(lat, 0.5)), "p50-ms")
+	b.ReportMetric(ms(quantile(lat, 0.99)), "p99-ms")
+	cpu.report(b, i)
+}
+
 // Fifty pods prepared at once, as the kubelet's pod workers would: the
 // time until all are prepared, and each pod's latency; with the agent's
 // default client limits for claim lookups and with limits far above what
