@@ -255,9 +255,6 @@ func (a *Agent) connect() error {
 		if rc != nil {
 			rc.QPS, rc.Burst = a.cfg.Claims.QPS, a.cfg.Claims.Burst
 			rc.UserAgent = "dranode-agent/" + a.cfg.NodeName
-			// Protobuf, as the kubelet uses: claims are read on every prepare,
-			// and JSON costs the API server and the agent more CPU per claim.
-			rc.ContentType = "application/vnd.kubernetes.protobuf"
 			a.client, err = kubernetes.NewForConfig(rc)
 			if err != nil {
 				return fmt.Errorf("API client: %w", err)
