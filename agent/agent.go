@@ -107,7 +107,7 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		cfg:      cfg,
 		opts:     opts,
 		log:      opts.Logger.WithValues("node", cfg.NodeName),
-		specs:    cdi.SpecDir{Path: cfg.CDI.Dir},
+		specs:    cdi.SpecDir{Path: cfg.CDI.Dir, NoSync: true}, // no fsync: see prepareDriver
 		drivers:  map[string]*driver{},
 		byPlugin: map[string]*driver{},
 		pending:  map[string]pluginmgr.Inventory{},

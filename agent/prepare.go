@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -47,35 +48,42 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 	if req.UID == "" || req.Namespace == "" || req.Name == "" {
 		return nil, fmt.Errorf("%w: claim %s/%s with UID %q: namespace, name and UID are required", ErrClaimNotUsable, req.Namespace, req.Name, req.UID)
 	}
+	timer := a.metrics.startPrepare(driverName)
+	defer timer.done()
 	unlock := a.locks.lock(req.UID)
 	defer unlock()
+	timer.phase(phaseLockWait, timer.start)
 
 	if e, err := a.cache.Get(req.UID); err == nil && e.PreparedInCurrentBoot() {
 		if e.Claim.Namespace != req.Namespace || e.Claim.Name != req.Name {
 			return nil, fmt.Errorf("%w: UID %s is recorded as %s/%s", ErrClaimNotUsable, req.UID, e.Claim.Namespace, e.Claim.Name)
 		}
-		if err := a.ensureSpecs(ctx, e); err != nil {
+		if err := a.ensureSpecs(ctx, e, timer); err != nil {
 			return nil, err
 		}
 		log.V(2).Info("Claim already prepared in this boot, answered from the record")
 		return devicesOf(e, driverName), nil
 	}
 
+	t0 := time.Now()
 	claim, err := a.claims.GetClaim(ctx, req.Namespace, req.Name)
 	if err != nil {
 		return nil, err
 	}
+	timer.phase(phaseClaimFetch, t0)
 	hosted, err := a.check(claim, req, driverName)
 	if err != nil {
 		return nil, err
 	}
 	ref := claimcache.ClaimRef{Namespace: req.Namespace, Name: req.Name, UID: req.UID}
+	t0 = time.Now()
 	if err := a.startPrepare(ctx, ref); err != nil {
 		return nil, err
 	}
+	timer.phase(phaseRecordStarted, t0)
 	recorded := map[string][]claimcache.Device{}
 	for _, name := range hosted {
-		devs, err := a.prepareDriver(ctx, claim, name)
+		devs, err := a.prepareDriver(ctx, claim, name, timer)
 		if err != nil {
 			// The claim stays PrepareStarted: the next Prepare finishes it,
 			// an Unprepare rolls it back.
@@ -83,10 +91,12 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 		}
 		recorded[name] = devs
 	}
+	t0 = time.Now()
 	e, err := a.cache.FinishPrepare(req.UID, recorded)
 	if err != nil {
 		return nil, fmt.Errorf("recording claim %s as prepared: %w", ref, err)
 	}
+	timer.phase(phaseRecordPrepared, t0)
 	log.Info("Claim prepared", "drivers", hosted)
 	return devicesOf(e, driverName), nil
 }
@@ -173,7 +183,18 @@ func selectsNode(alloc *resourcev1.AllocationResult, node string) bool {
 }
 
 // prepareDriver calls one plugin for the claim and writes its CDI spec.
-func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceClaim, driverName string) ([]claimcache.Device, error) {
+//
+// The spec is written without fsync (SpecDir.NoSync): it is derived from
+// the durable record, not part of it. Temp file and rename still make it
+// appear whole to the runtime, and an agent crash loses nothing (the
+// kernel holds the file). Only a machine crash can lose or empty it, and
+// then the boot ID changes: every recorded claim counts as not prepared,
+// the next Prepare runs the plugin again and rewrites the spec, an
+// Unprepare removes it, and Start sweeps specs of unrecorded claims. Two
+// fsyncs per claim (file and directory) bought nothing but latency, and
+// they contend with the record's and the kubelet's own checkpoint fsyncs
+// on the same disk.
+func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceClaim, driverName string, timer *prepareTimer) ([]claimcache.Device, error) {
 	d := a.driver(driverName)
 	pc := pluginmgr.Claim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
 	alloc := claim.Status.Allocation
@@ -190,7 +211,9 @@ func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceCla
 			}
 		}
 	}
+	t0 := time.Now()
 	results, err := d.plugin.Prepare(ctx, []pluginmgr.Claim{pc})
+	timer.phase(phasePlugin, t0)
 	if err != nil {
 		return nil, fmt.Errorf("driver %s: prepare: %w", driverName, err)
 	}
@@ -204,9 +227,11 @@ func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceCla
 	if err != nil {
 		return nil, err
 	}
+	t0 = time.Now()
 	if _, err := a.specs.Write(spec, string(claim.UID)); err != nil {
 		return nil, fmt.Errorf("driver %s: %w", driverName, err)
 	}
+	timer.phase(phaseCDIWrite, t0)
 	return devices, nil
 }
 
@@ -289,7 +314,7 @@ func convertEdits(e pluginmgr.ContainerEdits) cdi.ContainerEdits {
 // (someone cleaned /var/run/cdi): the plugins' Prepare is idempotent, so
 // asking again gives the same edits, and the device names are derived from
 // the claim, so the recorded CDI IDs stay right.
-func (a *Agent) ensureSpecs(ctx context.Context, e claimcache.Entry) error {
+func (a *Agent) ensureSpecs(ctx context.Context, e claimcache.Entry, timer *prepareTimer) error {
 	var claim *resourcev1.ResourceClaim
 	for driverName := range e.Drivers {
 		path := filepath.Join(a.cfg.CDI.Dir, cdi.TransientSpecFileName(driverName, CDIClass, e.Claim.UID))
@@ -300,17 +325,19 @@ func (a *Agent) ensureSpecs(ctx context.Context, e claimcache.Entry) error {
 			return fmt.Errorf("claim %s: driver %s is recorded but not configured", e.Claim, driverName)
 		}
 		if claim == nil {
+			t0 := time.Now()
 			c, err := a.claims.GetClaim(ctx, e.Claim.Namespace, e.Claim.Name)
 			if err != nil {
 				return fmt.Errorf("claim %s: recreating its missing CDI spec: %w", e.Claim, err)
 			}
+			timer.phase(phaseClaimFetch, t0)
 			if string(c.UID) != e.Claim.UID || c.Status.Allocation == nil {
 				return fmt.Errorf("%w: claim %s: recreating its missing CDI spec: the API has UID %s, allocated %v", ErrClaimNotUsable, e.Claim, c.UID, c.Status.Allocation != nil)
 			}
 			claim = c
 		}
 		logr.FromContextOrDiscard(ctx).Info("Recreating missing CDI spec", "path", path)
-		if _, err := a.prepareDriver(ctx, claim, driverName); err != nil {
+		if _, err := a.prepareDriver(ctx, claim, driverName, timer); err != nil {
 			return err
 		}
 	}

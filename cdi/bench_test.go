@@ -1,6 +1,9 @@
 package cdi
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 var benchNames = []struct{ name, input string }{
 	{"typical", "k8s.gpu.example.com/claim=0f3c2a9e-7b1d-4c3e-9f8a-2b6d5e4c1a00-gpu-3"},
@@ -37,12 +40,16 @@ func BenchmarkValidateSpec(b *testing.B) {
 // BenchmarkSpecDirWrite is one durable spec write: encode, temp file,
 // fsync, rename, fsync of the directory. Its floor is the disk's.
 func BenchmarkSpecDirWrite(b *testing.B) {
-	d := SpecDir{Path: b.TempDir()}
-	spec := claimSpec("k8s.gpu.example.com/claim", testClaimUID)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := d.Write(spec, testClaimUID); err != nil {
-			b.Fatal(err)
-		}
+	for _, noSync := range []bool{false, true} {
+		b.Run(fmt.Sprintf("nosync=%v", noSync), func(b *testing.B) {
+			d := SpecDir{Path: b.TempDir(), NoSync: noSync}
+			spec := claimSpec("k8s.gpu.example.com/claim", testClaimUID)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := d.Write(spec, testClaimUID); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

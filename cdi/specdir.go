@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 )
 
 // SpecFileMode is the mode of spec files SpecDir writes. Specs are not
@@ -34,6 +35,16 @@ func TransientSpecFileName(vendor, class, claimUID string) string {
 type SpecDir struct {
 	// Path is the directory; Write creates it (mode 0755) when missing.
 	Path string
+	// NoSync skips the fsyncs of Write, Remove and Sweep. Readers still
+	// see a spec whole or not at all (a temporary file renamed into
+	// place), and a crash of the process loses nothing (the kernel holds
+	// the data), but a crash of the machine may lose the latest changes or
+	// leave a spec empty. Set it only for specs that are rewritten after a
+	// reboot anyway: transient specs of claims whose preparation is
+	// recorded durably elsewhere and redone in a new boot, in a directory
+	// that is usually a tmpfs (/var/run/cdi) where fsync buys nothing.
+	// The zero value is durable.
+	NoSync bool
 }
 
 // Write validates spec and stores it as the transient spec of claimUID,
@@ -41,7 +52,8 @@ type SpecDir struct {
 // durable when Write returns: it is written to a temporary file in the same
 // directory, synced, renamed into place, and the directory is synced. The
 // temporary file's name does not end in ".json", so runtimes never load a
-// half-written spec. Write returns the file's path.
+// half-written spec (see NoSync for the durability it can skip). Write
+// returns the file's path.
 func (d SpecDir) Write(spec *Spec, claimUID string) (string, error) {
 	if err := checkClaimUID(claimUID); err != nil {
 		return "", err
@@ -59,7 +71,7 @@ func (d SpecDir) Write(spec *Spec, claimUID string) (string, error) {
 	}
 	name := TransientSpecFileName(vendor, class, claimUID)
 	path := filepath.Join(d.Path, name)
-	if err := writeFileAtomic(d.Path, name, data); err != nil {
+	if err := writeFileAtomic(d.Path, name, data, !d.NoSync); err != nil {
 		return "", fmt.Errorf("cdi: writing spec %s: %w", path, err)
 	}
 	return path, nil
@@ -88,7 +100,7 @@ func checkFileNameParts(vendor, class, claimUID string) error {
 	return checkClaimUID(claimUID)
 }
 
-func writeFileAtomic(dir, name string, data []byte) (err error) {
+func writeFileAtomic(dir, name string, data []byte, durable bool) (err error) {
 	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
 	if err != nil {
 		return err
@@ -107,8 +119,10 @@ func writeFileAtomic(dir, name string, data []byte) (err error) {
 	if _, err = tmp.Write(data); err != nil {
 		return err
 	}
-	if err = tmp.Sync(); err != nil {
-		return err
+	if durable {
+		if err = syncFile(tmp); err != nil {
+			return err
+		}
 	}
 	if err = tmp.Close(); err != nil {
 		return err
@@ -116,11 +130,23 @@ func writeFileAtomic(dir, name string, data []byte) (err error) {
 	if err = os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
 		return err
 	}
+	if !durable {
+		return nil
+	}
 	return syncDir(dir)
+}
+
+// fsyncs counts the fsyncs SpecDir asked for, for tests of NoSync.
+var fsyncs atomic.Uint64
+
+func syncFile(f *os.File) error {
+	fsyncs.Add(1)
+	return f.Sync()
 }
 
 // syncDir makes a rename or removal in dir durable.
 func syncDir(dir string) error {
+	fsyncs.Add(1)
 	f, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -145,6 +171,9 @@ func (d SpecDir) Remove(vendor, class, claimUID string) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("cdi: removing spec: %w", err)
+	}
+	if d.NoSync {
+		return nil
 	}
 	if err := syncDir(d.Path); err != nil {
 		return fmt.Errorf("cdi: removing spec %s: %w", path, err)
@@ -208,7 +237,7 @@ func (d SpecDir) Sweep(vendor, class string, keep func(claimUID string) bool) (r
 			removed = append(removed, path)
 		}
 	}
-	if len(removed) > 0 {
+	if len(removed) > 0 && !d.NoSync {
 		if err := syncDir(d.Path); err != nil {
 			errs = append(errs, fmt.Errorf("cdi: sweeping specs: %w", err))
 		}

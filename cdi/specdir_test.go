@@ -93,6 +93,63 @@ func TestSpecDirWriteRemove(t *testing.T) {
 	}
 }
 
+// Durable (the zero value) syncs the spec and the directory on Write and
+// the directory on Remove and Sweep; NoSync syncs nothing and still
+// replaces specs whole, with no temporary file left behind.
+func TestSpecDirNoSync(t *testing.T) {
+	for _, tc := range []struct {
+		name                           string
+		noSync                         bool
+		wantWrite, wantRemove, wantSwp uint64
+	}{
+		{name: "durable", wantWrite: 2, wantRemove: 1, wantSwp: 1},
+		{name: "no-sync", noSync: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := SpecDir{Path: filepath.Join(t.TempDir(), "cdi"), NoSync: tc.noSync}
+			spec := claimSpec("gpu.example.com/claim", testClaimUID)
+			counted := func(what string, want uint64, f func() error) {
+				t.Helper()
+				before := fsyncs.Load()
+				if err := f(); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if got := fsyncs.Load() - before; got != want {
+					t.Errorf("%s: %d fsyncs, want %d", what, got, want)
+				}
+			}
+			for _, env := range []string{"GPU=0", "GPU=1"} {
+				spec.Devices[0].ContainerEdits.Env = []string{env}
+				counted("Write "+env, tc.wantWrite, func() error { _, err := d.Write(spec, testClaimUID); return err })
+				data, err := os.ReadFile(filepath.Join(d.Path, TransientSpecFileName("gpu.example.com", "claim", testClaimUID)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if back, err := DecodeSpec(data); err != nil || back.Devices[0].ContainerEdits.Env[0] != env {
+					t.Errorf("after writing %s read back %s (%v)", env, data, err)
+				}
+				if names := listDir(t, d.Path); len(names) != 1 {
+					t.Errorf("directory holds %q, want just the spec", names)
+				}
+			}
+			counted("Remove", tc.wantRemove, func() error { return d.Remove("gpu.example.com", "claim", testClaimUID) })
+			if names := listDir(t, d.Path); len(names) != 0 {
+				t.Errorf("directory holds %q after Remove", names)
+			}
+			if _, err := d.Write(spec, testClaimUID); err != nil {
+				t.Fatal(err)
+			}
+			counted("Sweep", tc.wantSwp, func() error {
+				removed, err := d.Sweep("gpu.example.com", "claim", func(string) bool { return false })
+				if len(removed) != 1 {
+					t.Errorf("Sweep removed %q, want the one spec", removed)
+				}
+				return err
+			})
+		})
+	}
+}
+
 func TestSpecDirWriteRejects(t *testing.T) {
 	d := SpecDir{Path: t.TempDir()}
 	bad := claimSpec("gpu.example.com/claim", testClaimUID)
