@@ -53,14 +53,20 @@ func TestWrongChecksumRefusesThatPluginOnly(t *testing.T) {
 	if _, err := os.Stat(RegistrationSocket(e.cfg.Kubelet.RegistryDir, badDriver)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("registration socket of the refused driver: %v", err)
 	}
-	slices, _ := filepath.Glob(filepath.Join(e.cfg.Slices.DryRunDir, "*"))
+	// Slices are written after a short coalescing delay: wait for the good
+	// driver's, then check that the refused one has none.
+	var slices []string
+	for deadline := time.Now().Add(30 * time.Second); len(slices) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		slices, _ = filepath.Glob(filepath.Join(e.cfg.Slices.DryRunDir, "*"))
+	}
+	if len(slices) == 0 {
+		t.Error("the good driver published no slice")
+	}
 	for _, s := range slices {
 		if strings.Contains(filepath.Base(s), badDriver) {
 			t.Errorf("slice %s published for the refused driver", s)
 		}
-	}
-	if len(slices) == 0 {
-		t.Error("the good driver published no slice")
 	}
 	err := a.Ready()
 	if err == nil || !strings.Contains(err.Error(), `plugin "gpu1" refused`) || !strings.Contains(err.Error(), wrong) {
