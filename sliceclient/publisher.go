@@ -649,14 +649,14 @@ func (p *Publisher) writeDone(pool, name string, echo sliceEvent, ok bool) {
 // stored1 records what the server returned for a write, and whether it kept
 // everything that was sent.
 func (p *Publisher) stored1(w plannedWrite, got *resourceapi.ResourceSlice) {
-	s := newStoredSlice(got)
+	s := storedAfterWrite(got, &w)
 	var dropped *DroppedFieldsError
 	p.mu.Lock()
 	if cur := p.stored[got.Name]; cur == nil || !rvNewer(cur.obj.ResourceVersion, got.ResourceVersion) {
 		p.stored[got.Name] = s
 	}
-	if !s.canon.equal(&w.canon) {
-		acc := acceptance{desiredSum: w.canon.sum(), storedSum: s.canon.sum()}
+	if !s.canon().equal(&w.canon) {
+		acc := acceptance{desiredSum: w.canon.sum(), storedSum: s.canon().sum()}
 		if p.accepted[got.Name].desiredSum != acc.desiredSum {
 			dropped = &DroppedFieldsError{SliceName: got.Name, Sent: w.obj, Saved: got}
 		}
