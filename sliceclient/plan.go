@@ -112,7 +112,9 @@ func storedAfterWrite(got *resourceapi.ResourceSlice, w *plannedWrite) *storedSl
 	}
 	c := canonical{head: canonicalHead(&got.Spec), devices: make([][]byte, len(sent))}
 	for k := range sent {
-		if sameSimpleDevice(&got.Spec.Devices[k], &sent[k]) {
+		// sameSimpleDevice checks the simplicity of its first argument
+		// only; the server may have dropped or added fields, so both.
+		if simpleDevice(&got.Spec.Devices[k]) && sameSimpleDevice(&sent[k], &got.Spec.Devices[k]) {
 			// Both simple and equal: the same encoding, which for a device
 			// without taints is its canonical form.
 			c.devices[k] = w.canon.devices[k]

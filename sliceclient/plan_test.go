@@ -195,6 +195,16 @@ func TestStoredAfterWriteMatchesEncoding(t *testing.T) {
 			c.Value.Add(c.Value)
 			got.Spec.Devices[2].Capacity["memory"] = c
 		}},
+		{name: "server dropped the only non-simple field", devices: func() []resourceapi.Device {
+			d := testDevices("dev-", 3)
+			d[1].AllowMultipleAllocations = ptrTo(true)
+			return d
+		}(), serverEdits: func(got *resourceapi.ResourceSlice) {
+			got.Spec.Devices[1].AllowMultipleAllocations = nil
+		}},
+		{name: "server added a field", devices: testDevices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
+			got.Spec.Devices[0].AllowMultipleAllocations = ptrTo(true)
+		}},
 		{name: "server returned one device less", devices: testDevices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
 			got.Spec.Devices = got.Spec.Devices[:2]
 		}},
