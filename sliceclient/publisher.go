@@ -301,31 +301,34 @@ func (p *Publisher) Start(ctx context.Context) error {
 			cancel()
 			return fmt.Errorf("sliceclient: watching ResourceSlices: %w", err)
 		}
-		// The shared watch carries every node's slices of the driver; the
-		// handler is this node's share of it. A handler added to a running
-		// informer is first told about every object already known, so the
-		// registration syncs like an informer of our own would.
-		reg, err = w.informer.AddEventHandler(cache.FilteringResourceEventHandler{
-			FilterFunc: p.ownSlice,
-			Handler:    handler,
-		})
+		// The shared watch carries every node's slices of the driver; this
+		// node's share is handed to observe once the watch has its initial
+		// list: first the node's slices known by then, then every event.
+		select {
+		case <-w.reg.HasSyncedChecker().Done():
+		case <-ctx.Done():
+			p.Stop()
+			return fmt.Errorf("sliceclient: waiting for the initial list of ResourceSlices: %w", ctx.Err())
+		}
+		unsubscribe, err := w.subscribe(p.opts.NodeName, p.observe)
 		if err != nil {
-			cancel()
+			p.Stop()
 			return fmt.Errorf("sliceclient: watching ResourceSlices: %w", err)
 		}
+		reg = w.reg
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
 			defer p.queue.ShutDown()
 			<-ctx.Done()
-			_ = w.informer.RemoveEventHandler(reg)
+			unsubscribe()
 		}()
 	} else {
 		selector := fields.Set{
 			resourceapi.ResourceSliceSelectorNodeName: p.opts.NodeName,
 			resourceapi.ResourceSliceSelectorDriver:   p.opts.DriverName,
 		}.String()
-		informer := newSliceInformer(p.opts.Client, selector)
+		informer := newSliceInformer(p.opts.Client, selector, cache.Indexers{})
 		reg, err = informer.AddEventHandler(handler)
 		if err != nil {
 			cancel()
@@ -362,16 +365,6 @@ func (p *Publisher) Start(ctx context.Context) error {
 		}
 	}()
 	return nil
-}
-
-// ownSlice tells whether a shared watch's object is this publisher's: the
-// Watcher is for the driver already, so the node decides.
-func (p *Publisher) ownSlice(obj any) bool {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	slice, ok := obj.(*resourceapi.ResourceSlice)
-	return ok && slice.Spec.NodeName != nil && *slice.Spec.NodeName == p.opts.NodeName
 }
 
 func (p *Publisher) enqueueNow(pool string) {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 )
 
 func TestWatcherOptionErrors(t *testing.T) {
@@ -156,5 +158,104 @@ func TestIntegrationNodeUIDGivenSkipsNodeRead(t *testing.T) {
 	if err := p.Start(context.Background()); err == nil {
 		p.Stop()
 		t.Fatal("Start without NodeUID for a missing Node succeeded")
+	}
+}
+
+// TestIntegrationWatcherHandsEventsToTheirNode: a subscriber gets the
+// node's slices already known, then only events about its node's slices;
+// after unsubscribing nothing more arrives.
+func TestIntegrationWatcherHandsEventsToTheirNode(t *testing.T) {
+	client := controlPlane(t)
+	const driver = "dispatch.example.com" // no other test's slices
+	w, err := NewWatcher(client, driver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	slice := func(name, node string) *resourceapi.ResourceSlice {
+		return &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: &node,
+				Pool: resourceapi.ResourcePool{Name: "pool", ResourceSliceCount: 1}},
+		}
+	}
+	ctx := context.Background()
+	api := client.ResourceV1().ResourceSlices()
+	if _, err := api.Create(ctx, slice("before", "node-a"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.run(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.reg.HasSyncedChecker().Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the Watcher's initial list never arrived")
+	}
+
+	type seen struct {
+		name    string
+		deleted bool
+	}
+	events := map[string]chan seen{"node-a": make(chan seen, 10), "node-b": make(chan seen, 10)}
+	unsubscribe := map[string]func(){}
+	for node, ch := range events {
+		unsub, err := w.subscribe(node, func(obj any, deleted bool) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			ch <- seen{obj.(*resourceapi.ResourceSlice).Name, deleted}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unsubscribe[node] = unsub
+	}
+	next := func(node string) seen {
+		t.Helper()
+		select {
+		case s := <-events[node]:
+			return s
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no event for %s", node)
+			return seen{}
+		}
+	}
+	if got := next("node-a"); got != (seen{"before", false}) {
+		t.Fatalf("node-a's first event %+v, want the slice known at subscription", got)
+	}
+	own := slice("own", "node-a")
+	if _, err := api.Create(ctx, own, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next("node-a"); got != (seen{"own", false}) {
+		t.Fatalf("node-a got %+v, want own added", got)
+	}
+	other := slice("other", "node-b")
+	if _, err := api.Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next("node-b"); got != (seen{"other", false}) {
+		t.Fatalf("node-b got %+v, want other added", got)
+	}
+	unsubscribe["node-b"]()
+	if err := api.Delete(ctx, "other", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Delete(ctx, "before", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// node-a's deletion arrives after the one of node-b's slice was handed
+	// out (events are dispatched in order), so by then node-b would have it.
+	if got := next("node-a"); got != (seen{"before", true}) {
+		t.Fatalf("node-a got %+v, want before deleted", got)
+	}
+	if len(events["node-a"]) != 0 {
+		t.Fatalf("node-a got events about node-b's slice: %+v", <-events["node-a"])
+	}
+	select {
+	case s := <-events["node-b"]:
+		t.Fatalf("node-b got %+v after unsubscribing", s)
+	default:
 	}
 }
