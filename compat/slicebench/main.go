@@ -45,6 +45,7 @@ func main() {
 	flag.StringVar(&benchFlags.apiserverProfile, "apiserver-cpuprofile", "", "many-nodes scenario: write a 3 s CPU profile of the API server, taken from just before the start, to this file (suffixed with the implementation and round)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process only, not the API server) to this file")
 	slowWipeRounds := flag.Int("slow-wipe-rounds", 1, "rounds that include the wipe scenario for upstream with its default 30 s sync delay")
+	flag.IntVar(&benchFlags.writesInFlight, "writes-in-flight", 4, `the bound of the "sliceclient(bounded writes)" implementation (run only when named in -only)`)
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -71,6 +72,7 @@ func main() {
 var benchFlags struct {
 	nodeUID, sharedWatch, trace bool
 	apiserverProfile            string
+	writesInFlight              int
 }
 
 // profileAPIServer asks the API server for a CPU profile of the next
@@ -127,6 +129,10 @@ func (c *counts) snapshot() map[string]int64 {
 type countingTransport struct {
 	next http.RoundTripper
 	c    *counts
+	// writeSlots, when not nil, bounds the writes in flight through this
+	// transport (an experiment: does the API server create 100 slices
+	// faster when they do not all arrive at once?).
+	writeSlots chan struct{}
 }
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -161,6 +167,10 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	t.c.m[verb]++
 	t.c.mu.Unlock()
+	if t.writeSlots != nil && req.Method != http.MethodGet {
+		t.writeSlots <- struct{}{}
+		defer func() { <-t.writeSlots }()
+	}
 	if !tracing.Load() {
 		return t.next.RoundTrip(req)
 	}
@@ -202,7 +212,7 @@ func printTrace(name string, t0, t1 time.Time) {
 		}
 		byVerb[r.verb] = append(byVerb[r.verb], r)
 	}
-	fmt.Fprintf(os.Stderr, "trace %s: converged after %v\n", name, t1.Sub(t0).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "trace %s: started at %.2f (unix), converged after %v\n", name, float64(t0.UnixMilli())/1000, t1.Sub(t0).Round(time.Millisecond))
 	for _, v := range verbs {
 		rs := byVerb[v]
 		lat := make([]time.Duration, len(rs))
@@ -223,11 +233,19 @@ func printTrace(name string, t0, t1 time.Time) {
 	}
 }
 
-func countingClient(cfg *rest.Config) (kubernetes.Interface, *counts, error) {
+// countingClient is a client that counts its requests; writesInFlight > 0
+// bounds its writes in flight.
+func countingClient(cfg *rest.Config, writesInFlight int) (kubernetes.Interface, *counts, error) {
 	c := &counts{}
+	var slots chan struct{}
+	if writesInFlight > 0 {
+		slots = make(chan struct{}, writesInFlight)
+	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, -1
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, c: c} }
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return &countingTransport{next: rt, c: c, writeSlots: slots}
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	return cs, c, err
 }
@@ -452,24 +470,79 @@ func (o *observer) relist(ctx context.Context, c kubernetes.Interface, sel strin
 	return c.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
 }
 
+// stampedEvent is a watch event with the time it came off the watch.
+type stampedEvent struct {
+	ev watch.Event
+	at time.Time
+}
+
+// consume applies the watch's events. One goroutine only takes events off
+// the watch and stamps them, another applies them (encoding every device
+// for the comparison): when the process is busy, applying lags, and the
+// stamp, not the moment of applying, is when the event arrived. Without the
+// split, the observer's own lag was added to every convergence time, the
+// same for every implementation.
 func (o *observer) consume(w watch.Interface) {
-	for ev := range w.ResultChan() {
-		now := time.Now()
-		s, ok := ev.Object.(*resourceapi.ResourceSlice)
-		if !ok {
-			continue
+	var mu sync.Mutex
+	var queue []stampedEvent
+	more := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			at := time.Now()
+			mu.Lock()
+			queue = append(queue, stampedEvent{ev, at})
+			mu.Unlock()
+			select {
+			case more <- struct{}{}:
+			default:
+			}
 		}
-		o.mu.Lock()
-		if ev.Type == watch.Deleted {
-			o.removeLocked(s.Name)
-		} else {
-			o.putLocked(s)
+	}()
+	for {
+		select {
+		case <-more:
+		case <-done:
 		}
-		o.last = now
-		close(o.changed)
-		o.changed = make(chan struct{})
-		o.mu.Unlock()
+		mu.Lock()
+		batch := queue
+		queue = nil
+		mu.Unlock()
+		for _, se := range batch {
+			o.apply(se)
+		}
+		select {
+		case <-done:
+			mu.Lock()
+			rest := queue
+			mu.Unlock()
+			for _, se := range rest {
+				o.apply(se)
+			}
+			return
+		default:
+		}
 	}
+}
+
+func (o *observer) apply(se stampedEvent) {
+	s, ok := se.ev.Object.(*resourceapi.ResourceSlice)
+	if !ok {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if se.ev.Type == watch.Deleted {
+		o.removeLocked(s.Name)
+	} else {
+		o.putLocked(s)
+	}
+	if se.at.After(o.last) {
+		o.last = se.at
+	}
+	close(o.changed)
+	o.changed = make(chan struct{})
 }
 
 func (o *observer) put(s *resourceapi.ResourceSlice) {
@@ -691,7 +764,11 @@ func run(rounds, nNodes, slowWipeRounds int, only string, manyOnly bool) error {
 		{name: "upstream", driver: "up.bench.example.com"},
 		{name: "upstream(SyncDelay=0)", driver: "up0.bench.example.com"},
 	}
+	// An experiment, not part of the default set: sliceclient with its
+	// writes bounded by the client's transport.
+	const bounded = "sliceclient(bounded writes)"
 	if only != "" {
+		impls = append(impls, impl{name: bounded, driver: "scb.bench.example.com"})
 		var kept []impl
 		for _, im := range impls {
 			for _, name := range strings.Split(only, ",") {
@@ -705,13 +782,25 @@ func run(rounds, nNodes, slowWipeRounds int, only string, manyOnly bool) error {
 	var results []result
 	for r := 0; r < rounds; r++ {
 		for _, im := range impls {
-			client, cnt, err := countingClient(cfg)
+			// A driver name of its own per round: every round starts, like
+			// the first, with no slices of its driver on the server. With
+			// one name for all rounds, a publisher watching the driver on
+			// all nodes (sliceclient's shared Watcher) would list every
+			// earlier round's leftover slices at its start — 100 more
+			// 64-device slices per round — which no real first start has;
+			// publishers watching one node's slices never see them.
+			im.driver = roundDriver(im.driver, r)
+			inFlight := 0
+			if im.name == bounded {
+				inFlight = benchFlags.writesInFlight
+			}
+			client, cnt, err := countingClient(cfg, inFlight)
 			if err != nil {
 				return err
 			}
 			newPub := func() publisher {
 				switch im.name {
-				case "sliceclient":
+				case "sliceclient", bounded:
 					return &scPub{c: client, driver: im.driver}
 				case "upstream":
 					return &upPub{c: client, driver: im.driver}
@@ -748,6 +837,12 @@ func run(rounds, nNodes, slowWipeRounds int, only string, manyOnly bool) error {
 	}
 	printTable(results)
 	return nil
+}
+
+// roundDriver is driver with the round in its first label:
+// "sc.bench.example.com", 2 -> "sc-r2.bench.example.com".
+func roundDriver(driver string, round int) string {
+	return strings.Replace(driver, ".", "-r"+strconv.Itoa(round)+".", 1)
 }
 
 func measure(cnt *counts, f func() (time.Time, time.Time, error)) (time.Duration, map[string]int64, map[string]int64, error) {
