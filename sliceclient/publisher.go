@@ -542,7 +542,9 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 	// generation for longer than necessary: old slices go first.
 	parallel(len(plan.deletes), func(i int) {
 		obj := plan.deletes[i]
-		err := api.Delete(ctx, obj.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &obj.UID}})
+		err := p.opts.Watcher.limitWrite(ctx, func() error {
+			return api.Delete(ctx, obj.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &obj.UID}})
+		})
 		defer p.writeDone(pool, obj.Name, sliceEvent{deleted: true, uid: obj.UID}, err == nil || apierrors.IsNotFound(err))
 		if err != nil && !apierrors.IsNotFound(err) {
 			fail(fmt.Errorf("deleting ResourceSlice %s: %w", obj.Name, err))
@@ -557,7 +559,11 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 	})
 	parallel(len(plan.updates), func(i int) {
 		w := plan.updates[i]
-		got, err := api.Update(ctx, w.obj, metav1.UpdateOptions{})
+		var got *resourceapi.ResourceSlice
+		err := p.opts.Watcher.limitWrite(ctx, func() (err error) {
+			got, err = api.Update(ctx, w.obj, metav1.UpdateOptions{})
+			return err
+		})
 		defer p.writeDone(pool, w.obj.Name, eventOf(got, false), err == nil)
 		if err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -571,7 +577,11 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 	})
 	parallel(len(plan.creates), func(i int) {
 		w := plan.creates[i]
-		got, err := api.Create(ctx, w.obj, metav1.CreateOptions{})
+		var got *resourceapi.ResourceSlice
+		err := p.opts.Watcher.limitWrite(ctx, func() (err error) {
+			got, err = api.Create(ctx, w.obj, metav1.CreateOptions{})
+			return err
+		})
 		defer p.writeDone(pool, w.obj.Name, eventOf(got, false), err == nil)
 		if err != nil {
 			if apierrors.IsAlreadyExists(err) {

@@ -45,6 +45,9 @@ type Watcher struct {
 	// store and then every later event, none twice out of order.
 	subsMu sync.Mutex
 	subs   map[string][]*subscription // by node name
+
+	// writeSlots bounds the publishers' writes in flight; nil: no bound.
+	writeSlots chan struct{}
 }
 
 // subscription is one publisher's share of the watch.
@@ -56,9 +59,29 @@ type subscription struct {
 // nodeIndex indexes the Watcher's store by spec.nodeName.
 const nodeIndex = "spec.nodeName"
 
-// NewWatcher checks driverName and returns a Watcher that does nothing until
-// a publisher using it starts.
-func NewWatcher(client kubernetes.Interface, driverName string) (*Watcher, error) {
+// WatcherOption configures a Watcher.
+type WatcherOption func(*Watcher) error
+
+// MaxWritesInFlight bounds the writes (creates, updates, deletes) that the
+// publishers sharing the Watcher have in flight together; 0, the default,
+// means no bound. When many publishers start at once, their writes all
+// reach the API server together; a few at a time let the server work on
+// some while the publishers take in the answers to others.
+func MaxWritesInFlight(n int) WatcherOption {
+	return func(w *Watcher) error {
+		if n < 0 {
+			return fmt.Errorf("%w: MaxWritesInFlight(%d) is negative", ErrInvalidOptions, n)
+		}
+		if n > 0 {
+			w.writeSlots = make(chan struct{}, n)
+		}
+		return nil
+	}
+}
+
+// NewWatcher checks driverName and the options and returns a Watcher that
+// does nothing until a publisher using it starts.
+func NewWatcher(client kubernetes.Interface, driverName string, opts ...WatcherOption) (*Watcher, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: Watcher client is nil", ErrInvalidOptions)
 	}
@@ -87,7 +110,27 @@ func NewWatcher(client kubernetes.Interface, driverName string) (*Watcher, error
 		return nil, fmt.Errorf("sliceclient: watching ResourceSlices: %w", err)
 	}
 	w.reg = reg
+	for _, opt := range opts {
+		if err := opt(w); err != nil {
+			return nil, err
+		}
+	}
 	return w, nil
+}
+
+// limitWrite runs write when the Watcher's bound allows (at once without
+// one), or returns ctx's error if it ends first.
+func (w *Watcher) limitWrite(ctx context.Context, write func() error) error {
+	if w == nil || w.writeSlots == nil {
+		return write()
+	}
+	select {
+	case w.writeSlots <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for a write slot: %w", ctx.Err())
+	}
+	defer func() { <-w.writeSlots }()
+	return write()
 }
 
 // sliceNode is the spec.nodeName of a slice (or of a deletion's last

@@ -45,7 +45,7 @@ func main() {
 	flag.StringVar(&benchFlags.apiserverProfile, "apiserver-cpuprofile", "", "many-nodes scenario: write a 3 s CPU profile of the API server, taken from just before the start, to this file (suffixed with the implementation and round)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process only, not the API server) to this file")
 	slowWipeRounds := flag.Int("slow-wipe-rounds", 1, "rounds that include the wipe scenario for upstream with its default 30 s sync delay")
-	flag.IntVar(&benchFlags.writesInFlight, "writes-in-flight", 4, `the bound of the "sliceclient(bounded writes)" implementation (run only when named in -only)`)
+	flag.IntVar(&benchFlags.writesInFlight, "writes-in-flight", 4, `sliceclient.MaxWritesInFlight of the "sliceclient(bounded writes)" implementation (run only when named in -only; its publishers always share a Watcher)`)
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -129,10 +129,6 @@ func (c *counts) snapshot() map[string]int64 {
 type countingTransport struct {
 	next http.RoundTripper
 	c    *counts
-	// writeSlots, when not nil, bounds the writes in flight through this
-	// transport (an experiment: does the API server create 100 slices
-	// faster when they do not all arrive at once?).
-	writeSlots chan struct{}
 }
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -167,10 +163,6 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	t.c.m[verb]++
 	t.c.mu.Unlock()
-	if t.writeSlots != nil && req.Method != http.MethodGet {
-		t.writeSlots <- struct{}{}
-		defer func() { <-t.writeSlots }()
-	}
 	if !tracing.Load() {
 		return t.next.RoundTrip(req)
 	}
@@ -233,19 +225,12 @@ func printTrace(name string, t0, t1 time.Time) {
 	}
 }
 
-// countingClient is a client that counts its requests; writesInFlight > 0
-// bounds its writes in flight.
-func countingClient(cfg *rest.Config, writesInFlight int) (kubernetes.Interface, *counts, error) {
+// countingClient is a client that counts its requests.
+func countingClient(cfg *rest.Config) (kubernetes.Interface, *counts, error) {
 	c := &counts{}
-	var slots chan struct{}
-	if writesInFlight > 0 {
-		slots = make(chan struct{}, writesInFlight)
-	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, -1
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return &countingTransport{next: rt, c: c, writeSlots: slots}
-	}
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, c: c} }
 	cs, err := kubernetes.NewForConfig(cfg)
 	return cs, c, err
 }
@@ -272,7 +257,10 @@ type scPub struct {
 	c       kubernetes.Interface
 	driver  string
 	watcher *sliceclient.Watcher // shared by the publishers of the many-nodes scenario, when -shared-watch
-	p       *sliceclient.Publisher
+	// maxWrites > 0: the many-nodes publishers share a Watcher with
+	// MaxWritesInFlight(maxWrites), with or without -shared-watch.
+	maxWrites int
+	p         *sliceclient.Publisher
 }
 
 func flat(slices [][]resourceapi.Device) sliceclient.Inventory {
@@ -764,8 +752,8 @@ func run(rounds, nNodes, slowWipeRounds int, only string, manyOnly bool) error {
 		{name: "upstream", driver: "up.bench.example.com"},
 		{name: "upstream(SyncDelay=0)", driver: "up0.bench.example.com"},
 	}
-	// An experiment, not part of the default set: sliceclient with its
-	// writes bounded by the client's transport.
+	// Not part of the default set: sliceclient's many-nodes publishers on a
+	// Watcher with MaxWritesInFlight.
 	const bounded = "sliceclient(bounded writes)"
 	if only != "" {
 		impls = append(impls, impl{name: bounded, driver: "scb.bench.example.com"})
@@ -790,18 +778,16 @@ func run(rounds, nNodes, slowWipeRounds int, only string, manyOnly bool) error {
 			// 64-device slices per round — which no real first start has;
 			// publishers watching one node's slices never see them.
 			im.driver = roundDriver(im.driver, r)
-			inFlight := 0
-			if im.name == bounded {
-				inFlight = benchFlags.writesInFlight
-			}
-			client, cnt, err := countingClient(cfg, inFlight)
+			client, cnt, err := countingClient(cfg)
 			if err != nil {
 				return err
 			}
 			newPub := func() publisher {
 				switch im.name {
-				case "sliceclient", bounded:
+				case "sliceclient":
 					return &scPub{c: client, driver: im.driver}
+				case bounded:
+					return &scPub{c: client, driver: im.driver, maxWrites: benchFlags.writesInFlight}
 				case "upstream":
 					return &upPub{c: client, driver: im.driver}
 				default:
@@ -1034,10 +1020,10 @@ func manyNodes(ctx context.Context, im impl, newPub func() publisher, cnt *count
 		var wg sync.WaitGroup
 		for i := range pubs {
 			pubs[i] = newPub()
-			if sc, ok := pubs[i].(*scPub); ok && benchFlags.sharedWatch {
+			if sc, ok := pubs[i].(*scPub); ok && (benchFlags.sharedWatch || sc.maxWrites > 0) {
 				if watcher == nil {
 					var err error
-					if watcher, err = sliceclient.NewWatcher(sc.c, sc.driver); err != nil {
+					if watcher, err = sliceclient.NewWatcher(sc.c, sc.driver, sliceclient.MaxWritesInFlight(sc.maxWrites)); err != nil {
 						return t0, t0, err
 					}
 				}
