@@ -1,6 +1,10 @@
 package sliceclient
 
-import "testing"
+import (
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+)
 
 // BenchmarkNoopSync is the CPU of a sync with nothing to write for a
 // 1000-device pool: a new copy of the same inventory is prepared (as Update
@@ -50,4 +54,25 @@ func prepare(b *testing.B, p *Publisher, inv Inventory) map[string]*desiredPool 
 		b.Fatal(err)
 	}
 	return p.inventory
+}
+
+// BenchmarkFirstPublish is a new publisher's CPU before its first write for
+// a 64-device pool with a version attribute and a domain-qualified name (what
+// each publisher of the 100-node start-up does): Update's validation and
+// encoding, then the plan of the creates.
+func BenchmarkFirstPublish(b *testing.B) {
+	devices := testDevices("dev-", 64)
+	for i := range devices {
+		devices[i].Attributes["gpu.example.com/pcie"] = resourceapi.DeviceAttribute{VersionValue: ptrTo("5.0.0")}
+	}
+	inv := Inventory{Pools: []Pool{{Name: "pool", Devices: devices}}}
+	pl := &planner{driver: testDriver, node: testNode, owner: testOwner}
+	b.ReportAllocs()
+	for b.Loop() {
+		p := &Publisher{inventory: map[string]*desiredPool{}}
+		dp := prepare(b, p, inv)["pool"]
+		if plan := pl.plan("pool", dp, nil, nil); len(plan.creates) != 1 {
+			b.Fatalf("%d creates planned, want 1", len(plan.creates))
+		}
+	}
 }

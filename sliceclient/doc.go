@@ -15,7 +15,8 @@
 //
 // A process that publishes for many nodes can give its publishers one
 // [Watcher], a single watch of the driver's slices on all nodes, instead of
-// one watch per publisher.
+// one watch per publisher; [MaxWritesInFlight] optionally bounds the writes
+// those publishers have in flight together.
 //
 // [WriteDir] is a dry-run sink: it writes the slices that would be published
 // as YAML files to a directory, for running without a cluster.

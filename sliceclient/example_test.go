@@ -6,6 +6,7 @@ import (
 
 	"github.com/dranode/dranode/sliceclient"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func gpus(n int) []resourceapi.Device {
@@ -48,4 +49,26 @@ func ExampleValidateInventory() {
 	fmt.Println(err)
 	// Output:
 	// invalid inventory: 1 problem(s): pools[0].devices[1].name: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')
+}
+
+// Publishers of many nodes in one process share a Watcher; a bound on their
+// writes in flight is one of its options, checked when it is made.
+func ExampleMaxWritesInFlight() {
+	client := fake.NewClientset()
+	if _, err := sliceclient.NewWatcher(client, "gpu.example.com", sliceclient.MaxWritesInFlight(-1)); err != nil {
+		fmt.Println(err)
+	}
+	w, err := sliceclient.NewWatcher(client, "gpu.example.com", sliceclient.MaxWritesInFlight(8))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Stop()
+	p, err := sliceclient.New(sliceclient.Options{
+		Client: client, DriverName: "gpu.example.com", NodeName: "node-7", NodeUID: "uid-7", Watcher: w,
+	})
+	fmt.Println(p != nil, err)
+	// Output:
+	// invalid publisher options: MaxWritesInFlight(-1) is negative
+	// true <nil>
 }

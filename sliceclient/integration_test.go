@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // One control plane serves every integration test in the package; each test
@@ -25,6 +26,7 @@ var (
 	envOnce   sync.Once
 	envShared *envtest.Environment
 	envClient kubernetes.Interface
+	envConfig *rest.Config // for tests that need a client of their own
 	envErr    error
 )
 
@@ -51,6 +53,7 @@ func controlPlane(t *testing.T) kubernetes.Interface {
 			return
 		}
 		cfg.QPS, cfg.Burst = -1, -1
+		envConfig = cfg
 		envClient, envErr = kubernetes.NewForConfig(cfg)
 	})
 	if envErr != nil {

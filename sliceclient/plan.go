@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"sort"
+	"sync"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -80,14 +81,49 @@ func canonicalOf(spec *resourceapi.ResourceSliceSpec) canonical {
 }
 
 // storedSlice is a slice as the API server has it, with its canonical form
-// computed once per resourceVersion.
+// computed at most once per resourceVersion, and only when a sync compares
+// it: the echo of a write, or an event that arrives before the write's
+// response, need none.
 type storedSlice struct {
-	obj   *resourceapi.ResourceSlice
-	canon canonical
+	obj       *resourceapi.ResourceSlice
+	canonOnce sync.Once
+	canonical canonical
 }
 
 func newStoredSlice(obj *resourceapi.ResourceSlice) *storedSlice {
-	return &storedSlice{obj: obj, canon: canonicalOf(&obj.Spec)}
+	return &storedSlice{obj: obj}
+}
+
+// canon returns the canonical form of the stored spec.
+func (s *storedSlice) canon() *canonical {
+	s.canonOnce.Do(func() { s.canonical = canonicalOf(&s.obj.Spec) })
+	return &s.canonical
+}
+
+// storedAfterWrite is newStoredSlice for the server's answer to write w.
+// A device the server returned as it was sent (the usual case) reuses the
+// encoding w already has instead of encoding the device again; this is on
+// the path of every write.
+func storedAfterWrite(got *resourceapi.ResourceSlice, w *plannedWrite) *storedSlice {
+	s := &storedSlice{obj: got}
+	sent := w.obj.Spec.Devices
+	if len(sent) != len(got.Spec.Devices) || len(w.canon.devices) != len(sent) {
+		return s // computed on demand
+	}
+	c := canonical{head: canonicalHead(&got.Spec), devices: make([][]byte, len(sent))}
+	for k := range sent {
+		// sameSimpleDevice checks the simplicity of its first argument
+		// only; the server may have dropped or added fields, so both.
+		if simpleDevice(&got.Spec.Devices[k]) && sameSimpleDevice(&sent[k], &got.Spec.Devices[k]) {
+			// Both simple and equal: the same encoding, which for a device
+			// without taints is its canonical form.
+			c.devices[k] = w.canon.devices[k]
+		} else {
+			c.devices[k] = canonicalDevice(&got.Spec.Devices[k])
+		}
+	}
+	s.canonOnce.Do(func() { s.canonical = c })
+	return s
 }
 
 // desiredDevice is a validated device in encoded form: the publisher keeps
@@ -359,8 +395,8 @@ func (pl *planner) upToDate(cur *storedSlice, want *canonical, dp *desiredPool, 
 		refs[0].Controller == nil || !*refs[0].Controller {
 		return false
 	}
-	if !cur.canon.equal(want) {
-		return acc != (acceptance{}) && acc.desiredSum == want.sum() && acc.storedSum == cur.canon.sum()
+	if !cur.canon().equal(want) {
+		return acc != (acceptance{}) && acc.desiredSum == want.sum() && acc.storedSum == cur.canon().sum()
 	}
 	// Taint times the driver chose itself must match too.
 	for k, j := range members {

@@ -171,3 +171,66 @@ func TestPlanDeletesForeignAndRemovedPools(t *testing.T) {
 		t.Fatalf("removed pool: %d deletes, want 2", len(gone.deletes))
 	}
 }
+
+// TestStoredAfterWriteMatchesEncoding: the canonical form taken from the
+// write for devices returned unchanged is exactly what encoding the
+// server's answer gives, and a device the server returned differently is
+// encoded from the answer, so a dropped field is still noticed.
+func TestStoredAfterWriteMatchesEncoding(t *testing.T) {
+	tainted := testDevice("dev-t", "a100")
+	tainted.Taints = []resourceapi.DeviceTaint{{Key: "example.com/broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	cases := []struct {
+		name        string
+		devices     []resourceapi.Device
+		serverEdits func(got *resourceapi.ResourceSlice)
+		wantEqual   bool // the stored form equals what was sent
+	}{
+		{name: "simple devices returned as sent", devices: testDevices("dev-", 5), wantEqual: true},
+		{name: "a tainted device among simple ones", devices: append(testDevices("dev-", 3), tainted), wantEqual: true},
+		{name: "server dropped an attribute", devices: testDevices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
+			delete(got.Spec.Devices[1].Attributes, "model")
+		}},
+		{name: "server changed a capacity", devices: testDevices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
+			c := got.Spec.Devices[2].Capacity["memory"]
+			c.Value.Add(c.Value)
+			got.Spec.Devices[2].Capacity["memory"] = c
+		}},
+		{name: "server dropped the only non-simple field", devices: func() []resourceapi.Device {
+			d := testDevices("dev-", 3)
+			d[1].AllowMultipleAllocations = ptrTo(true)
+			return d
+		}(), serverEdits: func(got *resourceapi.ResourceSlice) {
+			got.Spec.Devices[1].AllowMultipleAllocations = nil
+		}},
+		{name: "server added a field", devices: testDevices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
+			got.Spec.Devices[0].AllowMultipleAllocations = ptrTo(true)
+		}},
+		{name: "server returned one device less", devices: testDevices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
+			got.Spec.Devices = got.Spec.Devices[:2]
+		}},
+	}
+	pl := &planner{driver: testDriver, node: testNode, owner: testOwner}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := Pool{Name: "pool", Devices: tc.devices}
+			plan := pl.plan(pool.Name, newDesiredPool(pool), nil, nil)
+			if len(plan.creates) != 1 {
+				t.Fatalf("%d creates planned, want 1", len(plan.creates))
+			}
+			w := plan.creates[0]
+			got := w.obj.DeepCopy()
+			got.ResourceVersion = "7"
+			if tc.serverEdits != nil {
+				tc.serverEdits(got)
+			}
+			s := storedAfterWrite(got, &w)
+			want := canonicalOf(&got.Spec)
+			if !s.canon().equal(&want) {
+				t.Fatalf("canonical form after the write differs from encoding the answer")
+			}
+			if eq := s.canon().equal(&w.canon); eq != tc.wantEqual {
+				t.Errorf("stored equals sent: %v, want %v", eq, tc.wantEqual)
+			}
+		})
+	}
+}

@@ -301,31 +301,34 @@ func (p *Publisher) Start(ctx context.Context) error {
 			cancel()
 			return fmt.Errorf("sliceclient: watching ResourceSlices: %w", err)
 		}
-		// The shared watch carries every node's slices of the driver; the
-		// handler is this node's share of it. A handler added to a running
-		// informer is first told about every object already known, so the
-		// registration syncs like an informer of our own would.
-		reg, err = w.informer.AddEventHandler(cache.FilteringResourceEventHandler{
-			FilterFunc: p.ownSlice,
-			Handler:    handler,
-		})
+		// The shared watch carries every node's slices of the driver; this
+		// node's share is handed to observe once the watch has its initial
+		// list: first the node's slices known by then, then every event.
+		select {
+		case <-w.reg.HasSyncedChecker().Done():
+		case <-ctx.Done():
+			p.Stop()
+			return fmt.Errorf("sliceclient: waiting for the initial list of ResourceSlices: %w", ctx.Err())
+		}
+		unsubscribe, err := w.subscribe(p.opts.NodeName, p.observe)
 		if err != nil {
-			cancel()
+			p.Stop()
 			return fmt.Errorf("sliceclient: watching ResourceSlices: %w", err)
 		}
+		reg = w.reg
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
 			defer p.queue.ShutDown()
 			<-ctx.Done()
-			_ = w.informer.RemoveEventHandler(reg)
+			unsubscribe()
 		}()
 	} else {
 		selector := fields.Set{
 			resourceapi.ResourceSliceSelectorNodeName: p.opts.NodeName,
 			resourceapi.ResourceSliceSelectorDriver:   p.opts.DriverName,
 		}.String()
-		informer := newSliceInformer(p.opts.Client, selector)
+		informer := newSliceInformer(p.opts.Client, selector, cache.Indexers{})
 		reg, err = informer.AddEventHandler(handler)
 		if err != nil {
 			cancel()
@@ -362,16 +365,6 @@ func (p *Publisher) Start(ctx context.Context) error {
 		}
 	}()
 	return nil
-}
-
-// ownSlice tells whether a shared watch's object is this publisher's: the
-// Watcher is for the driver already, so the node decides.
-func (p *Publisher) ownSlice(obj any) bool {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	slice, ok := obj.(*resourceapi.ResourceSlice)
-	return ok && slice.Spec.NodeName != nil && *slice.Spec.NodeName == p.opts.NodeName
 }
 
 func (p *Publisher) enqueueNow(pool string) {
@@ -549,7 +542,9 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 	// generation for longer than necessary: old slices go first.
 	parallel(len(plan.deletes), func(i int) {
 		obj := plan.deletes[i]
-		err := api.Delete(ctx, obj.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &obj.UID}})
+		err := p.opts.Watcher.limitWrite(ctx, func() error {
+			return api.Delete(ctx, obj.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &obj.UID}})
+		})
 		defer p.writeDone(pool, obj.Name, sliceEvent{deleted: true, uid: obj.UID}, err == nil || apierrors.IsNotFound(err))
 		if err != nil && !apierrors.IsNotFound(err) {
 			fail(fmt.Errorf("deleting ResourceSlice %s: %w", obj.Name, err))
@@ -564,7 +559,11 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 	})
 	parallel(len(plan.updates), func(i int) {
 		w := plan.updates[i]
-		got, err := api.Update(ctx, w.obj, metav1.UpdateOptions{})
+		var got *resourceapi.ResourceSlice
+		err := p.opts.Watcher.limitWrite(ctx, func() (err error) {
+			got, err = api.Update(ctx, w.obj, metav1.UpdateOptions{})
+			return err
+		})
 		defer p.writeDone(pool, w.obj.Name, eventOf(got, false), err == nil)
 		if err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -578,7 +577,11 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 	})
 	parallel(len(plan.creates), func(i int) {
 		w := plan.creates[i]
-		got, err := api.Create(ctx, w.obj, metav1.CreateOptions{})
+		var got *resourceapi.ResourceSlice
+		err := p.opts.Watcher.limitWrite(ctx, func() (err error) {
+			got, err = api.Create(ctx, w.obj, metav1.CreateOptions{})
+			return err
+		})
 		defer p.writeDone(pool, w.obj.Name, eventOf(got, false), err == nil)
 		if err != nil {
 			if apierrors.IsAlreadyExists(err) {
@@ -649,14 +652,14 @@ func (p *Publisher) writeDone(pool, name string, echo sliceEvent, ok bool) {
 // stored1 records what the server returned for a write, and whether it kept
 // everything that was sent.
 func (p *Publisher) stored1(w plannedWrite, got *resourceapi.ResourceSlice) {
-	s := newStoredSlice(got)
+	s := storedAfterWrite(got, &w)
 	var dropped *DroppedFieldsError
 	p.mu.Lock()
 	if cur := p.stored[got.Name]; cur == nil || !rvNewer(cur.obj.ResourceVersion, got.ResourceVersion) {
 		p.stored[got.Name] = s
 	}
-	if !s.canon.equal(&w.canon) {
-		acc := acceptance{desiredSum: w.canon.sum(), storedSum: s.canon.sum()}
+	if !s.canon().equal(&w.canon) {
+		acc := acceptance{desiredSum: w.canon.sum(), storedSum: s.canon().sum()}
 		if p.accepted[got.Name].desiredSum != acc.desiredSum {
 			dropped = &DroppedFieldsError{SliceName: got.Name, Sent: w.obj, Saved: got}
 		}

@@ -176,6 +176,7 @@ func validatePool(ps *problems, f string, pool Pool, skip func(int) bool) {
 		counterSets[cs.Name] = names
 	}
 	devices := make(map[string]int, len(pool.Devices))
+	v := deviceValidator{ps: ps}
 	for i := range pool.Devices {
 		d := &pool.Devices[i]
 		df := func() string { return fmt.Sprintf("%s.devices[%d]", f, i) }
@@ -184,7 +185,7 @@ func validatePool(ps *problems, f string, pool Pool, skip func(int) bool) {
 		}
 		devices[d.Name] = i
 		if skip == nil || !skip(i) {
-			validateDevice(ps, df(), d)
+			v.device(df, d)
 		}
 		if len(d.ConsumesCounters) > 0 {
 			validateCounterRefs(ps, df(), d, counterSets)
@@ -192,36 +193,55 @@ func validatePool(ps *problems, f string, pool Pool, skip func(int) bool) {
 	}
 }
 
-func validateDevice(ps *problems, f string, d *resourceapi.Device) {
-	if d.Name == "" {
-		ps.add(f+".name", "must not be empty")
-	} else {
-		ps.addAll(f+".name", validation.IsDNS1123Label(d.Name))
+// deviceValidator checks devices of one pool. Field paths are formatted
+// only for a problem found, and attribute names and version strings, which
+// repeat across a pool's devices, are checked once each: an inventory is
+// validated on every start, and a pool's first Update sits on the path to
+// its first write.
+type deviceValidator struct {
+	ps *problems
+	// Names and versions already found valid.
+	okNames    map[resourceapi.QualifiedName]struct{}
+	okVersions map[string]struct{}
+}
+
+// path is a field path formatted on demand.
+type path func() string
+
+func (p path) child(suffix string) path { return func() string { return p() + suffix } }
+
+func (v *deviceValidator) device(f path, d *resourceapi.Device) {
+	ps := v.ps
+	switch {
+	case d.Name == "":
+		ps.add(f()+".name", "must not be empty")
+	case !isDNSLabel(d.Name):
+		ps.addAll(f()+".name", validation.IsDNS1123Label(d.Name))
 	}
 	if n := len(d.Attributes) + len(d.Capacity); n > resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice {
-		ps.add(f, "%d attributes and capacities, at most %d allowed together", n, resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
+		ps.add(f(), "%d attributes and capacities, at most %d allowed together", n, resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
 	}
 	values := 0
 	for name, attr := range d.Attributes {
-		af := fmt.Sprintf("%s.attributes[%q]", f, name)
-		validateQualifiedName(ps, af, string(name))
-		values += validateAttribute(ps, af, attr)
+		af := func() string { return fmt.Sprintf("%s.attributes[%q]", f(), name) }
+		v.qualifiedName(af, name)
+		values += v.attribute(af, attr)
 	}
 	if values > resourceapi.ResourceSliceMaxAttributeValuesPerDevice {
-		ps.add(f+".attributes", "%d attribute values, at most %d allowed", values, resourceapi.ResourceSliceMaxAttributeValuesPerDevice)
+		ps.add(f()+".attributes", "%d attribute values, at most %d allowed", values, resourceapi.ResourceSliceMaxAttributeValuesPerDevice)
 	}
 	for name, c := range d.Capacity {
-		cf := fmt.Sprintf("%s.capacity[%q]", f, name)
-		validateQualifiedName(ps, cf, string(name))
+		cf := func() string { return fmt.Sprintf("%s.capacity[%q]", f(), name) }
+		v.qualifiedName(cf, name)
 		if c.Value.Sign() < 0 {
-			ps.add(cf+".value", "must not be negative")
+			ps.add(cf()+".value", "must not be negative")
 		}
 	}
 	if len(d.Taints) > resourceapi.DeviceTaintsMaxLength {
-		ps.add(f+".taints", "%d taints, at most %d allowed", len(d.Taints), resourceapi.DeviceTaintsMaxLength)
+		ps.add(f()+".taints", "%d taints, at most %d allowed", len(d.Taints), resourceapi.DeviceTaintsMaxLength)
 	}
 	for i, t := range d.Taints {
-		tf := fmt.Sprintf("%s.taints[%d]", f, i)
+		tf := fmt.Sprintf("%s.taints[%d]", f(), i)
 		ps.addAll(tf+".key", validation.IsQualifiedName(t.Key))
 		if t.Value != "" {
 			ps.addAll(tf+".value", validation.IsValidLabelValue(t.Value))
@@ -235,25 +255,56 @@ func validateDevice(ps *problems, f string, d *resourceapi.Device) {
 		}
 	}
 	if len(d.ConsumesCounters) > resourceapi.ResourceSliceMaxDeviceCounterConsumptionsPerDevice {
-		ps.add(f+".consumesCounters", "%d entries, at most %d allowed", len(d.ConsumesCounters), resourceapi.ResourceSliceMaxDeviceCounterConsumptionsPerDevice)
+		ps.add(f()+".consumesCounters", "%d entries, at most %d allowed", len(d.ConsumesCounters), resourceapi.ResourceSliceMaxDeviceCounterConsumptionsPerDevice)
 	}
 	if d.NodeName != nil || d.NodeSelector != nil || d.AllNodes != nil {
-		ps.add(f, "per-device node selection (nodeName, nodeSelector, allNodes) is not supported for node-local slices")
+		ps.add(f(), "per-device node selection (nodeName, nodeSelector, allNodes) is not supported for node-local slices")
 	}
 	if len(d.BindingConditions) > resourceapi.BindingConditionsMaxSize {
-		ps.add(f+".bindingConditions", "at most %d allowed", resourceapi.BindingConditionsMaxSize)
+		ps.add(f()+".bindingConditions", "at most %d allowed", resourceapi.BindingConditionsMaxSize)
 	}
 	if len(d.BindingFailureConditions) > resourceapi.BindingFailureConditionsMaxSize {
-		ps.add(f+".bindingFailureConditions", "at most %d allowed", resourceapi.BindingFailureConditionsMaxSize)
+		ps.add(f()+".bindingFailureConditions", "at most %d allowed", resourceapi.BindingFailureConditionsMaxSize)
 	}
 	if (len(d.BindingConditions) == 0) != (len(d.BindingFailureConditions) == 0) {
-		ps.add(f, "bindingConditions and bindingFailureConditions must be set together")
+		ps.add(f(), "bindingConditions and bindingFailureConditions must be set together")
 	}
 }
 
-func validateQualifiedName(ps *problems, f, name string) {
+// isDNSLabel is the DNS-1123 label rule (validation.IsDNS1123Label: 1 to 63
+// of a-z, 0-9 and '-', starting and ending alphanumeric) without a regular
+// expression; the caller asks validation.IsDNS1123Label for the messages
+// when it says no.
+func isDNSLabel(s string) bool {
+	if len(s) == 0 || len(s) > validation.DNS1123LabelMaxLength || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// qualifiedName checks an attribute or capacity name, once per name.
+func (v *deviceValidator) qualifiedName(f path, name resourceapi.QualifiedName) {
+	if _, ok := v.okNames[name]; ok {
+		return
+	}
+	before := len(*v.ps)
+	validateQualifiedName(v.ps, f, string(name))
+	if len(*v.ps) == before {
+		if v.okNames == nil {
+			v.okNames = map[resourceapi.QualifiedName]struct{}{}
+		}
+		v.okNames[name] = struct{}{}
+	}
+}
+
+func validateQualifiedName(ps *problems, f path, name string) {
 	if len(name) > maxAttrKeyLength {
-		ps.add(f, "name longer than %d characters", maxAttrKeyLength)
+		ps.add(f(), "name longer than %d characters", maxAttrKeyLength)
 	}
 	domain, id, hasDomain := strings.Cut(name, "/")
 	if !hasDomain {
@@ -261,29 +312,37 @@ func validateQualifiedName(ps *problems, f, name string) {
 	} else {
 		switch {
 		case domain == "":
-			ps.add(f, "the domain must not be empty")
+			ps.add(f(), "the domain must not be empty")
 		case len(domain) > resourceapi.DeviceMaxDomainLength:
-			ps.add(f, "domain %q longer than %d characters", domain, resourceapi.DeviceMaxDomainLength)
+			ps.add(f(), "domain %q longer than %d characters", domain, resourceapi.DeviceMaxDomainLength)
 		default:
-			ps.addAll(f, validation.IsDNS1123Subdomain(domain))
+			addAll(ps, f, validation.IsDNS1123Subdomain(domain))
 		}
 		if strings.Contains(id, "/") {
-			ps.add(f, "more than one \"/\"")
+			ps.add(f(), "more than one \"/\"")
 			return
 		}
 	}
 	switch {
 	case id == "":
-		ps.add(f, "the name must not be empty")
+		ps.add(f(), "the name must not be empty")
 	case len(id) > resourceapi.DeviceMaxIDLength:
-		ps.add(f, "identifier %q longer than %d characters", id, resourceapi.DeviceMaxIDLength)
+		ps.add(f(), "identifier %q longer than %d characters", id, resourceapi.DeviceMaxIDLength)
 	default:
-		ps.addAll(f, validation.IsCIdentifier(id))
+		addAll(ps, f, validation.IsCIdentifier(id))
 	}
 }
 
-// validateAttribute returns how many values the attribute counts for.
-func validateAttribute(ps *problems, f string, a resourceapi.DeviceAttribute) int {
+// addAll is problems.addAll with the path formatted only if msgs is not empty.
+func addAll(ps *problems, f path, msgs []string) {
+	if len(msgs) > 0 {
+		ps.addAll(f(), msgs)
+	}
+}
+
+// attribute returns how many values the attribute counts for.
+func (v *deviceValidator) attribute(f path, a resourceapi.DeviceAttribute) int {
+	ps := v.ps
 	set := 0
 	values := 1
 	if a.BoolValue != nil {
@@ -295,12 +354,12 @@ func validateAttribute(ps *problems, f string, a resourceapi.DeviceAttribute) in
 	if a.StringValue != nil {
 		set++
 		if len(*a.StringValue) > resourceapi.DeviceAttributeMaxValueLength {
-			ps.add(f+".string", "longer than %d characters", resourceapi.DeviceAttributeMaxValueLength)
+			ps.add(f()+".string", "longer than %d characters", resourceapi.DeviceAttributeMaxValueLength)
 		}
 	}
 	if a.VersionValue != nil {
 		set++
-		validateVersion(ps, f+".version", *a.VersionValue)
+		v.version(f.child(".version"), *a.VersionValue)
 	}
 	list := func(name string, n int, isSet bool) {
 		if !isSet {
@@ -310,9 +369,9 @@ func validateAttribute(ps *problems, f string, a resourceapi.DeviceAttribute) in
 		// The API server of this release rejects list values unless the
 		// alpha feature gate is on; refusing them here keeps the promise
 		// that what passes validation is accepted.
-		ps.add(f+"."+name, "list-valued attributes need the alpha DRAListTypeAttributes feature gate and are not supported")
+		ps.add(f()+"."+name, "list-valued attributes need the alpha DRAListTypeAttributes feature gate and are not supported")
 		if n == 0 {
-			ps.add(f+"."+name, "must not be empty if set")
+			ps.add(f()+"."+name, "must not be empty if set")
 		} else {
 			values = n
 		}
@@ -323,24 +382,35 @@ func validateAttribute(ps *problems, f string, a resourceapi.DeviceAttribute) in
 	list("versions", len(a.VersionValues), a.VersionValues != nil)
 	for i, s := range a.StringValues {
 		if len(s) > resourceapi.DeviceAttributeMaxValueLength {
-			ps.add(fmt.Sprintf("%s.strings[%d]", f, i), "longer than %d characters", resourceapi.DeviceAttributeMaxValueLength)
+			ps.add(fmt.Sprintf("%s.strings[%d]", f(), i), "longer than %d characters", resourceapi.DeviceAttributeMaxValueLength)
 		}
 	}
-	for i, v := range a.VersionValues {
-		validateVersion(ps, fmt.Sprintf("%s.versions[%d]", f, i), v)
+	for i, s := range a.VersionValues {
+		v.version(func() string { return fmt.Sprintf("%s.versions[%d]", f(), i) }, s)
 	}
 	if set != 1 {
-		ps.add(f, "exactly one value must be set, found %d", set)
+		ps.add(f(), "exactly one value must be set, found %d", set)
 	}
 	return values
 }
 
-func validateVersion(ps *problems, f, v string) {
-	if !semverPattern.MatchString(v) {
-		ps.add(f, "%q is not a semantic version (semver.org 2.0.0)", v)
+// version checks a version value, once per string.
+func (v *deviceValidator) version(f path, s string) {
+	if _, ok := v.okVersions[s]; ok {
+		return
 	}
-	if len(v) > resourceapi.DeviceAttributeMaxValueLength {
-		ps.add(f, "longer than %d characters", resourceapi.DeviceAttributeMaxValueLength)
+	before := len(*v.ps)
+	if !semverPattern.MatchString(s) {
+		v.ps.add(f(), "%q is not a semantic version (semver.org 2.0.0)", s)
+	}
+	if len(s) > resourceapi.DeviceAttributeMaxValueLength {
+		v.ps.add(f(), "longer than %d characters", resourceapi.DeviceAttributeMaxValueLength)
+	}
+	if len(*v.ps) == before {
+		if v.okVersions == nil {
+			v.okVersions = map[string]struct{}{}
+		}
+		v.okVersions[s] = struct{}{}
 	}
 }
 

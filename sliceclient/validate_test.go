@@ -2,8 +2,12 @@ package sliceclient
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 func TestValidateInventory(t *testing.T) {
@@ -43,6 +47,47 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	} {
 		if _, err := New(o); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidOptions", o, err)
+		}
+	}
+}
+
+// TestIsDNSLabelAgreesWithValidation: the regexp-free device name check
+// accepts exactly what validation.IsDNS1123Label accepts.
+func TestIsDNSLabelAgreesWithValidation(t *testing.T) {
+	for _, name := range []string{
+		"", "a", "0", "-", "a-", "-a", "a-b", "a--b", "gpu-0", "GPU-0", "gpu_0", "gpu.0", "gpu 0", "é",
+		strings.Repeat("a", 63), strings.Repeat("a", 64), "a" + strings.Repeat("-", 61) + "b",
+	} {
+		want := len(validation.IsDNS1123Label(name)) == 0
+		if got := isDNSLabel(name); got != want {
+			t.Errorf("isDNSLabel(%q) = %v, validation.IsDNS1123Label says valid=%v", name, got, want)
+		}
+	}
+}
+
+// TestValidateReportsEveryDeviceWithABadName: names and versions are
+// checked once per pool only when valid; an invalid one is reported for
+// every device that has it, each with its own path.
+func TestValidateReportsEveryDeviceWithABadName(t *testing.T) {
+	devices := testDevices("dev-", 3)
+	for i := range devices {
+		devices[i].Attributes["bad name!"] = resourceapi.DeviceAttribute{VersionValue: ptrTo("not-semver")}
+	}
+	err := ValidateInventory(Inventory{Pools: []Pool{{Name: "pool", Devices: devices}}})
+	var verr *ValidationError
+	if !errors.As(err, &verr) {
+		t.Fatalf("err = %v, want a *ValidationError", err)
+	}
+	for i := range devices {
+		for _, suffix := range []string{`.attributes["bad name!"]`, `.attributes["bad name!"].version`} {
+			field := fmt.Sprintf("pools[0].devices[%d]%s", i, suffix)
+			found := false
+			for _, p := range verr.Problems {
+				found = found || p.Field == field
+			}
+			if !found {
+				t.Errorf("no problem reported at %s; got %v", field, verr.Problems)
+			}
 		}
 	}
 }

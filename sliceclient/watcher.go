@@ -28,16 +28,60 @@ import (
 type Watcher struct {
 	driver   string
 	informer cache.SharedIndexInformer
+	// reg is the one handler on the informer; it hands each event to the
+	// publishers of the slice's node. One handler instead of one per
+	// publisher: the informer would otherwise deliver every event to every
+	// publisher's handler (100 nodes: 100 hand-offs between goroutines per
+	// event, 99 of them dropped by a filter).
+	reg cache.ResourceEventHandlerRegistration
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc // nil until started
 	stopped bool
 	done    chan struct{}
+
+	// subsMu guards subs and is held while an event is handed over, so a
+	// publisher subscribing gets its node's slices from the informer's
+	// store and then every later event, none twice out of order.
+	subsMu sync.Mutex
+	subs   map[string][]*subscription // by node name
+
+	// writeSlots bounds the publishers' writes in flight; nil: no bound.
+	writeSlots chan struct{}
 }
 
-// NewWatcher checks driverName and returns a Watcher that does nothing until
-// a publisher using it starts.
-func NewWatcher(client kubernetes.Interface, driverName string) (*Watcher, error) {
+// subscription is one publisher's share of the watch.
+type subscription struct {
+	node    string
+	observe func(obj any, deleted bool)
+}
+
+// nodeIndex indexes the Watcher's store by spec.nodeName.
+const nodeIndex = "spec.nodeName"
+
+// WatcherOption configures a Watcher.
+type WatcherOption func(*Watcher) error
+
+// MaxWritesInFlight bounds the writes (creates, updates, deletes) that the
+// publishers sharing the Watcher have in flight together; 0, the default,
+// means no bound. When many publishers start at once, their writes all
+// reach the API server together; a few at a time let the server work on
+// some while the publishers take in the answers to others.
+func MaxWritesInFlight(n int) WatcherOption {
+	return func(w *Watcher) error {
+		if n < 0 {
+			return fmt.Errorf("%w: MaxWritesInFlight(%d) is negative", ErrInvalidOptions, n)
+		}
+		if n > 0 {
+			w.writeSlots = make(chan struct{}, n)
+		}
+		return nil
+	}
+}
+
+// NewWatcher checks driverName and the options and returns a Watcher that
+// does nothing until a publisher using it starts.
+func NewWatcher(client kubernetes.Interface, driverName string, opts ...WatcherOption) (*Watcher, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: Watcher client is nil", ErrInvalidOptions)
 	}
@@ -45,15 +89,110 @@ func NewWatcher(client kubernetes.Interface, driverName string) (*Watcher, error
 		return nil, err
 	}
 	selector := fields.Set{resourceapi.ResourceSliceSelectorDriver: driverName}.String()
-	return &Watcher{
-		driver:   driverName,
-		informer: newSliceInformer(client, selector),
-		done:     make(chan struct{}),
+	w := &Watcher{
+		driver: driverName,
+		informer: newSliceInformer(client, selector, cache.Indexers{nodeIndex: func(obj any) ([]string, error) {
+			if node := sliceNode(obj); node != "" {
+				return []string{node}, nil
+			}
+			return nil, nil
+		}}),
+		done: make(chan struct{}),
+		subs: map[string][]*subscription{},
+	}
+	reg, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { w.dispatch(sliceNode(obj), obj, false) },
+		// spec.nodeName is immutable: an update concerns one node.
+		UpdateFunc: func(_, obj any) { w.dispatch(sliceNode(obj), obj, false) },
+		DeleteFunc: func(obj any) { w.dispatch(sliceNode(obj), obj, true) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sliceclient: watching ResourceSlices: %w", err)
+	}
+	w.reg = reg
+	for _, opt := range opts {
+		if err := opt(w); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// limitWrite runs write when the Watcher's bound allows (at once without
+// one), or returns ctx's error if it ends first.
+func (w *Watcher) limitWrite(ctx context.Context, write func() error) error {
+	if w == nil || w.writeSlots == nil {
+		return write()
+	}
+	select {
+	case w.writeSlots <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for a write slot: %w", ctx.Err())
+	}
+	defer func() { <-w.writeSlots }()
+	return write()
+}
+
+// sliceNode is the spec.nodeName of a slice (or of a deletion's last
+// known state), "" for anything else.
+func sliceNode(obj any) string {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if s, ok := obj.(*resourceapi.ResourceSlice); ok && s.Spec.NodeName != nil {
+		return *s.Spec.NodeName
+	}
+	return ""
+}
+
+func (w *Watcher) dispatch(node string, obj any, deleted bool) {
+	if node == "" {
+		return
+	}
+	w.subsMu.Lock()
+	defer w.subsMu.Unlock()
+	for _, sub := range w.subs[node] {
+		sub.observe(obj, deleted)
+	}
+}
+
+// subscribe gives observe the node's slices the informer has now and then
+// every event about the node's slices, until the returned func is called.
+// The informer must have synced. observe is called with the Watcher's lock
+// held and must not call back into the Watcher.
+func (w *Watcher) subscribe(node string, observe func(obj any, deleted bool)) (unsubscribe func(), err error) {
+	sub := &subscription{node: node, observe: observe}
+	w.subsMu.Lock()
+	defer w.subsMu.Unlock()
+	// Events already in the store but not yet dispatched reach observe
+	// again after this; observe ignores what it has seen (same or older
+	// resourceVersion, deletions of what it does not have).
+	current, err := w.informer.GetIndexer().ByIndex(nodeIndex, node)
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range current {
+		observe(obj, false)
+	}
+	w.subs[node] = append(w.subs[node], sub)
+	return func() {
+		w.subsMu.Lock()
+		defer w.subsMu.Unlock()
+		subs := w.subs[node]
+		for i := range subs {
+			if subs[i] == sub {
+				w.subs[node] = append(subs[:i:i], subs[i+1:]...)
+				break
+			}
+		}
+		if len(w.subs[node]) == 0 {
+			delete(w.subs, node)
+		}
 	}, nil
 }
 
 // newSliceInformer watches the ResourceSlices that selector picks.
-func newSliceInformer(client kubernetes.Interface, selector string) cache.SharedIndexInformer {
+func newSliceInformer(client kubernetes.Interface, selector string, indexers cache.Indexers) cache.SharedIndexInformer {
 	slices := client.ResourceV1().ResourceSlices()
 	return cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -64,7 +203,7 @@ func newSliceInformer(client kubernetes.Interface, selector string) cache.Shared
 			o.FieldSelector = selector
 			return slices.Watch(ctx, o)
 		},
-	}, &resourceapi.ResourceSlice{}, 0, cache.Indexers{})
+	}, &resourceapi.ResourceSlice{}, 0, indexers)
 }
 
 // run starts the informer once; later calls do nothing.

@@ -45,6 +45,7 @@ func main() {
 	flag.StringVar(&benchFlags.apiserverProfile, "apiserver-cpuprofile", "", "many-nodes scenario: write a 3 s CPU profile of the API server, taken from just before the start, to this file (suffixed with the implementation and round)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process only, not the API server) to this file")
 	slowWipeRounds := flag.Int("slow-wipe-rounds", 1, "rounds that include the wipe scenario for upstream with its default 30 s sync delay")
+	flag.IntVar(&benchFlags.writesInFlight, "writes-in-flight", 4, `sliceclient.MaxWritesInFlight of the "sliceclient(bounded writes)" implementation (run only when named in -only; its publishers always share a Watcher)`)
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -71,6 +72,7 @@ func main() {
 var benchFlags struct {
 	nodeUID, sharedWatch, trace bool
 	apiserverProfile            string
+	writesInFlight              int
 }
 
 // profileAPIServer asks the API server for a CPU profile of the next
@@ -202,7 +204,7 @@ func printTrace(name string, t0, t1 time.Time) {
 		}
 		byVerb[r.verb] = append(byVerb[r.verb], r)
 	}
-	fmt.Fprintf(os.Stderr, "trace %s: converged after %v\n", name, t1.Sub(t0).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "trace %s: started at %.2f (unix), converged after %v\n", name, float64(t0.UnixMilli())/1000, t1.Sub(t0).Round(time.Millisecond))
 	for _, v := range verbs {
 		rs := byVerb[v]
 		lat := make([]time.Duration, len(rs))
@@ -223,6 +225,7 @@ func printTrace(name string, t0, t1 time.Time) {
 	}
 }
 
+// countingClient is a client that counts its requests.
 func countingClient(cfg *rest.Config) (kubernetes.Interface, *counts, error) {
 	c := &counts{}
 	cfg = rest.CopyConfig(cfg)
@@ -254,7 +257,10 @@ type scPub struct {
 	c       kubernetes.Interface
 	driver  string
 	watcher *sliceclient.Watcher // shared by the publishers of the many-nodes scenario, when -shared-watch
-	p       *sliceclient.Publisher
+	// maxWrites > 0: the many-nodes publishers share a Watcher with
+	// MaxWritesInFlight(maxWrites), with or without -shared-watch.
+	maxWrites int
+	p         *sliceclient.Publisher
 }
 
 func flat(slices [][]resourceapi.Device) sliceclient.Inventory {
@@ -452,24 +458,79 @@ func (o *observer) relist(ctx context.Context, c kubernetes.Interface, sel strin
 	return c.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
 }
 
+// stampedEvent is a watch event with the time it came off the watch.
+type stampedEvent struct {
+	ev watch.Event
+	at time.Time
+}
+
+// consume applies the watch's events. One goroutine only takes events off
+// the watch and stamps them, another applies them (encoding every device
+// for the comparison): when the process is busy, applying lags, and the
+// stamp, not the moment of applying, is when the event arrived. Without the
+// split, the observer's own lag was added to every convergence time, the
+// same for every implementation.
 func (o *observer) consume(w watch.Interface) {
-	for ev := range w.ResultChan() {
-		now := time.Now()
-		s, ok := ev.Object.(*resourceapi.ResourceSlice)
-		if !ok {
-			continue
+	var mu sync.Mutex
+	var queue []stampedEvent
+	more := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			at := time.Now()
+			mu.Lock()
+			queue = append(queue, stampedEvent{ev, at})
+			mu.Unlock()
+			select {
+			case more <- struct{}{}:
+			default:
+			}
 		}
-		o.mu.Lock()
-		if ev.Type == watch.Deleted {
-			o.removeLocked(s.Name)
-		} else {
-			o.putLocked(s)
+	}()
+	for {
+		select {
+		case <-more:
+		case <-done:
 		}
-		o.last = now
-		close(o.changed)
-		o.changed = make(chan struct{})
-		o.mu.Unlock()
+		mu.Lock()
+		batch := queue
+		queue = nil
+		mu.Unlock()
+		for _, se := range batch {
+			o.apply(se)
+		}
+		select {
+		case <-done:
+			mu.Lock()
+			rest := queue
+			mu.Unlock()
+			for _, se := range rest {
+				o.apply(se)
+			}
+			return
+		default:
+		}
 	}
+}
+
+func (o *observer) apply(se stampedEvent) {
+	s, ok := se.ev.Object.(*resourceapi.ResourceSlice)
+	if !ok {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if se.ev.Type == watch.Deleted {
+		o.removeLocked(s.Name)
+	} else {
+		o.putLocked(s)
+	}
+	if se.at.After(o.last) {
+		o.last = se.at
+	}
+	close(o.changed)
+	o.changed = make(chan struct{})
 }
 
 func (o *observer) put(s *resourceapi.ResourceSlice) {
@@ -691,7 +752,11 @@ func run(rounds, nNodes, slowWipeRounds int, only string, manyOnly bool) error {
 		{name: "upstream", driver: "up.bench.example.com"},
 		{name: "upstream(SyncDelay=0)", driver: "up0.bench.example.com"},
 	}
+	// Not part of the default set: sliceclient's many-nodes publishers on a
+	// Watcher with MaxWritesInFlight.
+	const bounded = "sliceclient(bounded writes)"
 	if only != "" {
+		impls = append(impls, impl{name: bounded, driver: "scb.bench.example.com"})
 		var kept []impl
 		for _, im := range impls {
 			for _, name := range strings.Split(only, ",") {
@@ -705,6 +770,14 @@ func run(rounds, nNodes, slowWipeRounds int, only string, manyOnly bool) error {
 	var results []result
 	for r := 0; r < rounds; r++ {
 		for _, im := range impls {
+			// A driver name of its own per round: every round starts, like
+			// the first, with no slices of its driver on the server. With
+			// one name for all rounds, a publisher watching the driver on
+			// all nodes (sliceclient's shared Watcher) would list every
+			// earlier round's leftover slices at its start — 100 more
+			// 64-device slices per round — which no real first start has;
+			// publishers watching one node's slices never see them.
+			im.driver = roundDriver(im.driver, r)
 			client, cnt, err := countingClient(cfg)
 			if err != nil {
 				return err
@@ -713,6 +786,8 @@ func run(rounds, nNodes, slowWipeRounds int, only string, manyOnly bool) error {
 				switch im.name {
 				case "sliceclient":
 					return &scPub{c: client, driver: im.driver}
+				case bounded:
+					return &scPub{c: client, driver: im.driver, maxWrites: benchFlags.writesInFlight}
 				case "upstream":
 					return &upPub{c: client, driver: im.driver}
 				default:
@@ -748,6 +823,12 @@ func run(rounds, nNodes, slowWipeRounds int, only string, manyOnly bool) error {
 	}
 	printTable(results)
 	return nil
+}
+
+// roundDriver is driver with the round in its first label:
+// "sc.bench.example.com", 2 -> "sc-r2.bench.example.com".
+func roundDriver(driver string, round int) string {
+	return strings.Replace(driver, ".", "-r"+strconv.Itoa(round)+".", 1)
 }
 
 func measure(cnt *counts, f func() (time.Time, time.Time, error)) (time.Duration, map[string]int64, map[string]int64, error) {
@@ -939,10 +1020,10 @@ func manyNodes(ctx context.Context, im impl, newPub func() publisher, cnt *count
 		var wg sync.WaitGroup
 		for i := range pubs {
 			pubs[i] = newPub()
-			if sc, ok := pubs[i].(*scPub); ok && benchFlags.sharedWatch {
+			if sc, ok := pubs[i].(*scPub); ok && (benchFlags.sharedWatch || sc.maxWrites > 0) {
 				if watcher == nil {
 					var err error
-					if watcher, err = sliceclient.NewWatcher(sc.c, sc.driver); err != nil {
+					if watcher, err = sliceclient.NewWatcher(sc.c, sc.driver, sliceclient.MaxWritesInFlight(sc.maxWrites)); err != nil {
 						return t0, t0, err
 					}
 				}
