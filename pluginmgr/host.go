@@ -182,11 +182,14 @@ type Plugin struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu       sync.Mutex
-	inst     *instance
-	status   Status
-	info     Info
-	inv      Inventory
+	mu     sync.Mutex
+	inst   *instance
+	status Status
+	info   Info
+	// invWire is the latest inventory as the plugin sent it: its Kubernetes
+	// protobuf encoding is a fraction of the decoded Devices, and callers
+	// other than OnInventory ask for it rarely, so it is decoded on demand.
+	invWire  *pb.Inventory
 	invSeq   uint64
 	invWait  chan struct{} // closed and replaced on every inventory
 	closeErr error
@@ -251,11 +254,26 @@ func (p *Plugin) Status() Status {
 }
 
 // Inventory returns the latest inventory and its sequence number (0: none
-// yet). Sequence numbers grow with every inventory, across restarts.
+// yet). Sequence numbers grow with every inventory, across restarts. Each
+// call decodes a copy of its own, which the caller may keep or modify.
 func (p *Plugin) Inventory() (Inventory, uint64) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.inv, p.invSeq
+	wire, seq := p.invWire, p.invSeq
+	p.mu.Unlock()
+	return decodeKept(wire), seq
+}
+
+// decodeKept decodes an inventory that already decoded once when it
+// arrived (follow refuses one that does not), so it cannot fail.
+func decodeKept(wire *pb.Inventory) Inventory {
+	if wire == nil {
+		return Inventory{}
+	}
+	inv, err := InventoryFromWire(wire)
+	if err != nil {
+		panic(fmt.Sprintf("pluginmgr: a kept inventory no longer decodes: %v", err))
+	}
+	return inv
 }
 
 // WaitInventory waits for an inventory with a sequence number above after
@@ -264,10 +282,10 @@ func (p *Plugin) Inventory() (Inventory, uint64) {
 func (p *Plugin) WaitInventory(ctx context.Context, after uint64) (Inventory, uint64, error) {
 	for {
 		p.mu.Lock()
-		inv, seq, wait, closed, st := p.inv, p.invSeq, p.invWait, p.closed, p.status
+		wire, seq, wait, closed, st := p.invWire, p.invSeq, p.invWait, p.closed, p.status
 		p.mu.Unlock()
 		if seq > after {
-			return inv, seq, nil
+			return decodeKept(wire), seq, nil
 		}
 		if closed {
 			return Inventory{}, 0, fmt.Errorf("plugin %q: %w", p.cfg.Name, ErrClosed)
@@ -619,7 +637,7 @@ func (p *Plugin) follow(inst *instance) error {
 			return fmt.Errorf("device stream: %w", err)
 		}
 		p.mu.Lock()
-		p.inv = inv
+		p.invWire = msg
 		p.invSeq++
 		close(p.invWait)
 		p.invWait = make(chan struct{})

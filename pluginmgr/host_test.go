@@ -81,6 +81,12 @@ func TestFullCallSet(t *testing.T) {
 	if dev.Name != "dev2" || *dev.Attributes["index"].IntValue != 2 || memory.Cmp(resource.MustParse("1Gi")) != 0 {
 		t.Errorf("device did not survive the wire: %+v", dev)
 	}
+	// Every call hands out its own copy: a caller editing one cannot change
+	// what the next caller (or the agent's publisher) sees.
+	inv.Pools[0].Devices[2].Name = "edited"
+	if again, againSeq := p.Inventory(); againSeq != seq || again.Pools[0].Devices[2].Name != "dev2" {
+		t.Errorf("Inventory() after editing an earlier copy = %d %+v, want %d with dev2", againSeq, again.Pools[0].Devices[2].Name, seq)
+	}
 
 	claims := []pluginmgr.Claim{claimFor("a", "dev0"), {UID: "b", Name: "empty"}}
 	results, err := p.Prepare(ctx, claims)
