@@ -2,8 +2,10 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -133,4 +135,34 @@ func (k *Kubelet) CDIDevices(pod *corev1.Pod) ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// Prepare runs the DRA manager's PrepareResources for pod, retrying as the
+// kubelet's pod workers do until it succeeds or timeout passes. It returns
+// how many attempts it made.
+func (k *Kubelet) Prepare(ctx context.Context, pod *corev1.Pod, timeout time.Duration) (int, error) {
+	var attempts int
+	err := Poll(ctx, 200*time.Millisecond, timeout, "prepare pod "+pod.Name, func(ctx context.Context) (bool, error) {
+		attempts++
+		if err := k.DRA.PrepareResources(ctx, pod); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		return attempts, fmt.Errorf("%w (%d attempts)", err, attempts)
+	}
+	return attempts, nil
+}
+
+// PrepareAll prepares pods concurrently, as the kubelet's pod workers do,
+// and returns every failure.
+func (k *Kubelet) PrepareAll(ctx context.Context, pods []*corev1.Pod, timeout time.Duration) error {
+	errs := make([]error, len(pods))
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Go(func() { _, errs[i] = k.Prepare(ctx, p, timeout) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

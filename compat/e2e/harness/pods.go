@@ -208,3 +208,27 @@ func (c *Cluster) DeleteClaim(ctx context.Context, ns, name string) error {
 	}
 	return nil
 }
+
+// SchedulePods creates count pods named prefix-0, prefix-1, … with a claim
+// from template, pinned to node, and waits until the scheduler has bound
+// them all there.
+func (c *Cluster) SchedulePods(ctx context.Context, ns, node, prefix string, count int, template string) ([]*corev1.Pod, error) {
+	names := make([]string, 0, count)
+	for i := range count {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		if _, err := c.CreatePod(ctx, ns, name, node, template); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	pods, err := c.WaitScheduled(ctx, ns, names, 2*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName != node {
+			return nil, fmt.Errorf("pod %s/%s bound to %q, want %q", ns, p.Name, p.Spec.NodeName, node)
+		}
+	}
+	return pods, nil
+}

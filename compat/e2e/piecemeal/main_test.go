@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -287,22 +286,11 @@ func (n *node) schedulePods(prefix string, count int) []*corev1.Pod {
 		}
 		n.template = "gpu"
 	}
-	var names []string
-	for i := range count {
-		name := fmt.Sprintf("%s-%d", prefix, i)
-		if _, err := cluster.CreatePod(n.ctx, n.ns, name, n.name, n.template); err != nil {
-			n.t.Fatal(err)
-		}
-		names = append(names, name)
-	}
-	pods, err := cluster.WaitScheduled(n.ctx, n.ns, names, 2*time.Minute)
+	pods, err := cluster.SchedulePods(n.ctx, n.ns, n.name, prefix, count, n.template)
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	for _, p := range pods {
-		if p.Spec.NodeName != n.name {
-			n.t.Fatalf("pod %s bound to %q, want %q", p.Name, p.Spec.NodeName, n.name)
-		}
 		n.kubelet.SetActive(p, true)
 	}
 	return pods
@@ -311,37 +299,20 @@ func (n *node) schedulePods(prefix string, count int) []*corev1.Pod {
 // prepare runs the kubelet's PrepareResources for pod, retrying like the
 // kubelet's pod workers do until it succeeds or timeout passes.
 func (n *node) prepare(pod *corev1.Pod, timeout time.Duration) error {
-	_, err := n.prepareCounting(pod, timeout)
+	_, err := n.kubelet.Prepare(n.ctx, pod, timeout)
 	return err
 }
 
 // prepareCounting is prepare, also returning how many attempts it took.
 func (n *node) prepareCounting(pod *corev1.Pod, timeout time.Duration) (int, error) {
-	var attempts int
-	err := harness.Poll(n.ctx, 200*time.Millisecond, timeout, "prepare pod "+pod.Name, func(ctx context.Context) (bool, error) {
-		attempts++
-		if err := n.kubelet.DRA.PrepareResources(ctx, pod); err != nil {
-			return false, err
-		}
-		return true, nil
-	})
-	if err != nil {
-		return attempts, fmt.Errorf("%w (%d attempts)", err, attempts)
-	}
-	return attempts, nil
+	return n.kubelet.Prepare(n.ctx, pod, timeout)
 }
 
 // prepareAll prepares pods concurrently (as the kubelet's pod workers do)
-// and fails the test on the first error.
+// and fails the test on any error.
 func (n *node) prepareAll(pods []*corev1.Pod, timeout time.Duration) {
 	n.t.Helper()
-	errs := make([]error, len(pods))
-	var wg sync.WaitGroup
-	for i, p := range pods {
-		wg.Go(func() { errs[i] = n.prepare(p, timeout) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := n.kubelet.PrepareAll(n.ctx, pods, timeout); err != nil {
 		n.t.Fatal(err)
 	}
 }
