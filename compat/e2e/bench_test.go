@@ -180,7 +180,7 @@ func BenchmarkPrepareOneClaim(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		pods := n.schedulePods(fmt.Sprintf("o%d", i), 1)
+		pods := n.SchedulePods(fmt.Sprintf("o%d", i), 1)
 		i++
 		cpu.begin(b)
 		b.StartTimer()
@@ -191,7 +191,7 @@ func BenchmarkPrepareOneClaim(b *testing.B) {
 		lat = append(lat, time.Since(start))
 		b.StopTimer()
 		cpu.end(b)
-		n.unprepareAll(pods, nil)
+		n.UnprepareAll(pods, nil)
 		b.StartTimer()
 	}
 	slices.Sort(lat)
@@ -220,7 +220,7 @@ func BenchmarkPrepareOneClaimKubeletFloor(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		pods := n.schedulePods(fmt.Sprintf("f%d", i), 1)
+		pods := n.SchedulePods(fmt.Sprintf("f%d", i), 1)
 		i++
 		n.prepareAll(pods, prepareTimeout)
 		n.restartKubeletFresh()
@@ -233,7 +233,7 @@ func BenchmarkPrepareOneClaimKubeletFloor(b *testing.B) {
 		lat = append(lat, time.Since(start))
 		b.StopTimer()
 		cpu.end(b)
-		n.unprepareAll(pods, nil)
+		n.UnprepareAll(pods, nil)
 		b.StartTimer()
 	}
 	slices.Sort(lat)
@@ -273,7 +273,7 @@ func benchPrepareConcurrent(b *testing.B, tweak func(*harness.AgentOptions), flo
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		ps := n.schedulePods(fmt.Sprintf("c%d", i), pods)
+		ps := n.SchedulePods(fmt.Sprintf("c%d", i), pods)
 		i++
 		if floor {
 			n.prepareAll(ps, prepareTimeout)
@@ -303,7 +303,7 @@ func benchPrepareConcurrent(b *testing.B, tweak func(*harness.AgentOptions), flo
 				b.Fatal(err)
 			}
 		}
-		n.unprepareAll(ps, nil)
+		n.UnprepareAll(ps, nil)
 		b.StartTimer()
 	}
 	slices.Sort(batch)
@@ -385,7 +385,7 @@ func benchAgentRSS(b *testing.B, driverCount int) {
 		// included: the price of a tighter memory limit shows here.
 		b.ReportMetric(cpu, "agent-cpu-s")
 		b.StopTimer()
-		n.unprepareAll(all, nil)
+		n.UnprepareAll(all, nil)
 		b.StartTimer()
 	}
 }

@@ -274,14 +274,14 @@ func (n *node) ensureTemplate() string {
 	return n.template
 }
 
-// schedulePods creates count pods with template claims (names prefix-0...)
+// SchedulePods creates count pods with template claims (names prefix-0...)
 // and waits until the scheduler bound them and allocated their claims.
-func (n *node) schedulePods(prefix string, count int) []*corev1.Pod {
+func (n *node) SchedulePods(prefix string, count int) []*corev1.Pod {
 	n.t.Helper()
 	return n.schedulePodsWith(prefix, count, n.ensureTemplate())
 }
 
-// schedulePodsWith is schedulePods with claims from another template.
+// schedulePodsWith is SchedulePods with claims from another template.
 func (n *node) schedulePodsWith(prefix string, count int, tmpl string) []*corev1.Pod {
 	n.t.Helper()
 	pods, err := cluster.SchedulePods(n.ctx, n.ns, n.name, prefix, count, tmpl)
@@ -310,11 +310,11 @@ func (n *node) prepareAll(pods []*corev1.Pod, timeout time.Duration) {
 	}
 }
 
-// verifyCDI checks what the kubelet would hand the runtime for pod: CDI
+// VerifyCDI checks what the kubelet would hand the runtime for pod: CDI
 // IDs for every driver of the node, each resolving in the reference CDI
 // library, and the device each ID injects is the device the scheduler
 // allocated. It returns the IDs.
-func (n *node) verifyCDI(pod *corev1.Pod) []string {
+func (n *node) VerifyCDI(pod *corev1.Pod) []string {
 	n.t.Helper()
 	ids, err := n.kubelet.CDIDevices(pod)
 	if err != nil {
@@ -358,9 +358,9 @@ func gpuContainerPath(driver, device string) string {
 	return "/dev/" + driver + "/" + node
 }
 
-// unprepareAll runs the kubelet's UnprepareResources for pods, deletes
+// UnprepareAll runs the kubelet's UnprepareResources for pods, deletes
 // them, and checks their CDI IDs no longer resolve.
-func (n *node) unprepareAll(pods []*corev1.Pod, ids [][]string) {
+func (n *node) UnprepareAll(pods []*corev1.Pod, ids [][]string) {
 	n.t.Helper()
 	for i, p := range pods {
 		n.kubelet.SetActive(p, false)
@@ -395,8 +395,6 @@ func watchSlices(ctx context.Context, t testing.TB, nodeName string) <-chan watc
 	t.Cleanup(w.Stop)
 	return w.ResultChan()
 }
-
-var metav1ListAll = metav1.ListOptions{}
 
 // assertNotRegistered checks the kubelet has no plugin for driver.
 func (n *node) assertNotRegistered(driver string) {

@@ -17,32 +17,18 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/dranode/dranode/compat/e2e/harness"
+	"github.com/dranode/dranode/compat/e2e/scenarios"
 )
 
 // prepareTimeout bounds the kubelet-style retries of one pod's prepare; it
 // is a deadline for a hang, not a speed requirement.
-const prepareTimeout = 90 * time.Second
+const prepareTimeout = scenarios.PrepareTimeout
 
-// Fifty pods, prepared concurrently through the kubelet's DRA manager and
-// unprepared: every CDI ID the kubelet gets resolves in the reference CDI
-// library to the allocated device, and stops resolving after unprepare.
+// 50 pods prepared at once (scenarios.FiftyPods).
 func TestFiftyPodsPreparedAndUnprepared(t *testing.T) {
 	n := newNode(t, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 64})
 	n.start()
-	pods := n.schedulePods("p", 50)
-	n.prepareAll(pods, prepareTimeout)
-	ids := make([][]string, len(pods))
-	seen := map[string]string{}
-	for i, p := range pods {
-		ids[i] = n.verifyCDI(p)
-		for _, id := range ids[i] {
-			if other, dup := seen[id]; dup {
-				t.Errorf("CDI ID %s handed to both %s and %s", id, other, p.Name)
-			}
-			seen[id] = p.Name
-		}
-	}
-	n.unprepareAll(pods, ids)
+	scenarios.FiftyPods(t, n)
 }
 
 // The kubelet starts after the agent published its slices and deletes all
@@ -78,11 +64,11 @@ func TestSlicesReturnAfterKubeletStartWipe(t *testing.T) {
 func TestAgentRestartMidway(t *testing.T) {
 	n := newNode(t, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 32})
 	n.start()
-	pods := n.schedulePods("r", 20)
+	pods := n.SchedulePods("r", 20)
 	n.prepareAll(pods[:10], prepareTimeout)
 	before := make([][]string, 10)
 	for i, p := range pods[:10] {
-		before[i] = n.verifyCDI(p)
+		before[i] = n.VerifyCDI(p)
 	}
 
 	var wg sync.WaitGroup
@@ -101,12 +87,12 @@ func TestAgentRestartMidway(t *testing.T) {
 	n.waitRegistered(gpuDriver)
 	ids := make([][]string, len(pods))
 	for i, p := range pods {
-		ids[i] = n.verifyCDI(p)
+		ids[i] = n.VerifyCDI(p)
 		if i < 10 && strings.Join(ids[i], ",") != strings.Join(before[i], ",") {
 			t.Errorf("pod %s: CDI IDs changed across the restart: %v, then %v", p.Name, before[i], ids[i])
 		}
 	}
-	n.unprepareAll(pods, ids)
+	n.UnprepareAll(pods, ids)
 }
 
 // The driver plugin is killed with SIGKILL while the kubelet prepares
@@ -120,7 +106,7 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 	if err != nil || len(oldPIDs) != 1 {
 		t.Fatalf("plugin processes of the agent: %v, %v; want one", oldPIDs, err)
 	}
-	pods := n.schedulePods("k", 20)
+	pods := n.SchedulePods("k", 20)
 	errorsBefore := n.prepareErrors()
 
 	if err := syscall.Kill(oldPIDs[0], syscall.SIGSTOP); err != nil {
@@ -159,9 +145,9 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 	}
 	ids := make([][]string, len(pods))
 	for i, p := range pods {
-		ids[i] = n.verifyCDI(p)
+		ids[i] = n.VerifyCDI(p)
 	}
-	n.unprepareAll(pods, ids)
+	n.UnprepareAll(pods, ids)
 }
 
 // prepareErrors is the agent's dranode_prepare_errors_total, all drivers.
@@ -183,9 +169,9 @@ func (n *node) gauge(name string) float64 {
 	return sum
 }
 
-// markUnhealthy makes gpu-plugin refuse to prepare the pod's device: a
+// MarkUnhealthy makes gpu-plugin refuse to prepare the pod's device: a
 // prepare that succeeds while the mark is there did not call the plugin.
-func (n *node) markUnhealthy(pod *corev1.Pod) (unmark func()) {
+func (n *node) MarkUnhealthy(pod *corev1.Pod) (unmark func()) {
 	n.t.Helper()
 	var marks []string
 	for _, r := range n.allocatedDevices(pod) {
@@ -204,9 +190,9 @@ func (n *node) markUnhealthy(pod *corev1.Pod) (unmark func()) {
 	}
 }
 
-// restartNode stops the kubelet and the agent and starts both again on the
+// RestartNode stops the kubelet and the agent and starts both again on the
 // same state directories.
-func (n *node) restartNode(bootID string) {
+func (n *node) RestartNode(bootID string) {
 	n.t.Helper()
 	n.stopKubelet()
 	n.agent.Stop()
@@ -226,71 +212,20 @@ func (n *node) restartNode(bootID string) {
 	n.startKubelet()
 }
 
-// A restart in the same boot answers the kubelet from the record without
-// calling the plugin again; after a reboot (a different boot ID) the next
-// prepare runs the plugin again.
+// A restart in the same boot answers from the record without calling the
+// plugin; after a reboot the plugin runs again (scenarios.Reboot).
 func TestRebootRunsPluginAgain(t *testing.T) {
 	n := newNode(t)
 	n.start()
-	pods := n.schedulePods("b", 1)
-	pod := pods[0]
-	n.prepareAll(pods, prepareTimeout)
-	first := n.verifyCDI(pod)
-	unmark := n.markUnhealthy(pod)
-
-	// Same boot: a restarted kubelet prepares again (its restored claims
-	// are not marked prepared); the agent answers from its record.
-	n.restartNode("")
-	if err := n.kubelet.DRA.PrepareResources(n.ctx, pod); err != nil {
-		t.Fatalf("prepare after a restart in the same boot called the plugin or failed: %v", err)
-	}
-	if got := n.verifyCDI(pod); strings.Join(got, ",") != strings.Join(first, ",") {
-		t.Errorf("CDI IDs changed across a restart: %v, then %v", first, got)
-	}
-
-	// Reboot: the plugin runs again, and refuses the marked device.
-	n.restartNode("boot-2")
-	err := n.kubelet.DRA.PrepareResources(n.ctx, pod)
-	if err == nil || !strings.Contains(err.Error(), "unhealthy") {
-		t.Fatalf("prepare after a reboot: %v; want the plugin's refusal of the device marked unhealthy", err)
-	}
-	unmark()
-	if err := n.prepare(pod, prepareTimeout); err != nil {
-		t.Fatal(err)
-	}
-	ids := n.verifyCDI(pod)
-	n.unprepareAll(pods, [][]string{ids})
+	scenarios.Reboot(t, n)
 }
 
-// The pod is force-deleted and its claim is gone from the API server; the
-// kubelet still unprepares it, and the agent does it from its own record.
+// A force-deleted pod whose claim is gone from the API server is
+// unprepared from the record (scenarios.ForceDeletedPod).
 func TestForceDeletedPodUnprepares(t *testing.T) {
 	n := newNode(t)
 	n.start()
-	pods := n.schedulePods("f", 1)
-	pod := pods[0]
-	n.prepareAll(pods, prepareTimeout)
-	ids := n.verifyCDI(pod)
-	if err := cluster.DeletePod(n.ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	err := harness.Poll(n.ctx, 50*time.Millisecond, 30*time.Second, "claim deletion", func(ctx context.Context) (bool, error) {
-		list, err := cluster.Client.ResourceV1().ResourceClaims(n.ns).List(ctx, metav1ListAll)
-		if err != nil {
-			return false, err
-		}
-		return len(list.Items) == 0, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.kubelet.SetActive(pod, false)
-	if err := n.kubelet.DRA.UnprepareResources(n.ctx, pod); err != nil {
-		t.Fatalf("unprepare of a force-deleted pod: %v", err)
-	}
-	if _, err := harness.ResolveCDI(n.agent.CDIDir, ids); !errors.Is(err, harness.ErrUnresolved) {
-		t.Errorf("CDI IDs %v still resolve after unprepare (err %v)", ids, err)
-	}
+	scenarios.ForceDeletedPod(t, n)
 }
 
 // One claim with a device from each of two drivers, served by two
@@ -301,11 +236,11 @@ func TestClaimWithTwoDrivers(t *testing.T) {
 		harness.GPUDriver{DriverName: "gpu2.example.com", NumDevices: 4},
 	)
 	n.start()
-	pods := n.schedulePods("d", 2)
+	pods := n.SchedulePods("d", 2)
 	n.prepareAll(pods, prepareTimeout)
 	ids := make([][]string, len(pods))
 	for i, p := range pods {
-		ids[i] = n.verifyCDI(p)
+		ids[i] = n.VerifyCDI(p)
 		// Both devices are injected, at two different container paths
 		// (both drivers' devices may be gpu-N).
 		spec, err := harness.ResolveCDI(n.agent.CDIDir, ids[i])
@@ -339,7 +274,7 @@ func TestClaimWithTwoDrivers(t *testing.T) {
 			}
 		}
 	}
-	n.unprepareAll(pods, ids)
+	n.UnprepareAll(pods, ids)
 }
 
 // A plugin whose binary does not match its configured SHA-256 is refused
@@ -363,11 +298,11 @@ func TestWrongChecksumRefused(t *testing.T) {
 	n.drivers = n.drivers[:1]
 	n.waitRegistered(gpuDriver)
 	n.waitSlices()
-	pods := n.schedulePods("w", 2)
+	pods := n.SchedulePods("w", 2)
 	n.prepareAll(pods, prepareTimeout)
 	ids := make([][]string, len(pods))
 	for i, p := range pods {
-		ids[i] = n.verifyCDI(p)
+		ids[i] = n.VerifyCDI(p)
 	}
 
 	select {
@@ -426,5 +361,5 @@ func TestWrongChecksumRefused(t *testing.T) {
 			t.Errorf("registration socket %s exists for the refused driver", e.Name())
 		}
 	}
-	n.unprepareAll(pods, ids)
+	n.UnprepareAll(pods, ids)
 }

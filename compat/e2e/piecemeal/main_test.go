@@ -276,9 +276,9 @@ func (n *node) waitSlices() {
 	}
 }
 
-// schedulePods creates count pods with template claims (names prefix-0...)
+// SchedulePods creates count pods with template claims (names prefix-0...)
 // and waits until the scheduler bound them and allocated their claims.
-func (n *node) schedulePods(prefix string, count int) []*corev1.Pod {
+func (n *node) SchedulePods(prefix string, count int) []*corev1.Pod {
 	n.t.Helper()
 	if n.template == "" {
 		if err := cluster.CreateTemplate(n.ctx, n.ns, "gpu", harness.ClaimSpecForClasses(driverName)); err != nil {
@@ -337,11 +337,11 @@ func (n *node) allocatedDevices(pod *corev1.Pod) []string {
 	return out
 }
 
-// verifyCDI checks what the kubelet would hand the runtime for pod: one
+// VerifyCDI checks what the kubelet would hand the runtime for pod: one
 // CDI ID, resolving in the reference CDI library, injecting the device
 // node and the environment of the device the scheduler allocated. It
 // returns the IDs.
-func (n *node) verifyCDI(pod *corev1.Pod) []string {
+func (n *node) VerifyCDI(pod *corev1.Pod) []string {
 	n.t.Helper()
 	ids, err := n.kubelet.CDIDevices(pod)
 	if err != nil {
@@ -367,9 +367,9 @@ func (n *node) verifyCDI(pod *corev1.Pod) []string {
 	return ids
 }
 
-// unprepareAll runs the kubelet's UnprepareResources for pods, deletes
+// UnprepareAll runs the kubelet's UnprepareResources for pods, deletes
 // them, and checks their CDI IDs no longer resolve.
-func (n *node) unprepareAll(pods []*corev1.Pod, ids [][]string) {
+func (n *node) UnprepareAll(pods []*corev1.Pod, ids [][]string) {
 	n.t.Helper()
 	for i, p := range pods {
 		n.kubelet.SetActive(p, false)
@@ -384,9 +384,6 @@ func (n *node) unprepareAll(pods []*corev1.Pod, ids [][]string) {
 		}
 	}
 }
-
-// listAll is the options for listing every object.
-var listAll = metav1.ListOptions{}
 
 // sliceSelector selects the node's slices.
 func sliceSelector(nodeName string) metav1.ListOptions {

@@ -1,7 +1,6 @@
 package piecemeal
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,37 +13,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/dranode/dranode/compat/e2e/harness"
+	"github.com/dranode/dranode/compat/e2e/scenarios"
 )
 
 // prepareTimeout bounds the kubelet-style retries of one pod's prepare; it
 // is a deadline for a hang, not a speed requirement.
-const prepareTimeout = 90 * time.Second
+const prepareTimeout = scenarios.PrepareTimeout
 
-// Fifty pods, prepared concurrently through the kubelet's DRA manager and
-// unprepared: every CDI ID the kubelet gets resolves in the reference CDI
-// library to the allocated device, no ID is handed out twice, and none
-// resolves after unprepare.
+// 50 pods prepared at once (scenarios.FiftyPods).
 func TestFiftyPodsPreparedAndUnprepared(t *testing.T) {
 	n := newNode(t, 64)
 	n.start()
-	pods := n.schedulePods("p", 50)
-	n.prepareAll(pods, prepareTimeout)
-	ids := make([][]string, len(pods))
-	seen := map[string]string{}
-	for i, p := range pods {
-		ids[i] = n.verifyCDI(p)
-		for _, id := range ids[i] {
-			if other, dup := seen[id]; dup {
-				t.Errorf("CDI ID %s handed to both %s and %s", id, other, p.Name)
-			}
-			seen[id] = p.Name
-		}
-	}
-	n.unprepareAll(pods, ids)
-	if entries, err := os.ReadDir(n.cdiDir); err != nil || len(entries) != 0 {
-		t.Errorf("CDI directory after every unprepare: %d entries (%v), want none", len(entries), err)
-	}
+	scenarios.FiftyPods(t, n)
 }
 
 // The kubelet deletes all of the node's slices when it starts; the
@@ -84,11 +64,11 @@ func TestSlicesReturnAfterKubeletStartWipe(t *testing.T) {
 func TestDriverRestartMidway(t *testing.T) {
 	n := newNode(t, 32)
 	n.start()
-	pods := n.schedulePods("r", 20)
+	pods := n.SchedulePods("r", 20)
 	n.prepareAll(pods[:10], prepareTimeout)
 	before := make([][]string, 10)
 	for i, p := range pods[:10] {
-		before[i] = n.verifyCDI(p)
+		before[i] = n.VerifyCDI(p)
 	}
 
 	pid := n.driver.PID()
@@ -127,7 +107,7 @@ func TestDriverRestartMidway(t *testing.T) {
 	ids := make([][]string, len(pods))
 	seen := map[string]string{}
 	for i, p := range pods {
-		ids[i] = n.verifyCDI(p)
+		ids[i] = n.VerifyCDI(p)
 		if i < 10 && strings.Join(ids[i], ",") != strings.Join(before[i], ",") {
 			t.Errorf("pod %s: CDI IDs changed across the restart: %v, then %v", p.Name, before[i], ids[i])
 		}
@@ -138,13 +118,13 @@ func TestDriverRestartMidway(t *testing.T) {
 			seen[id] = p.Name
 		}
 	}
-	n.unprepareAll(pods, ids)
+	n.UnprepareAll(pods, ids)
 }
 
-// markUnhealthy makes the driver refuse to prepare the pod's device: a
+// MarkUnhealthy makes the driver refuse to prepare the pod's device: a
 // prepare that succeeds while the mark is there was answered from the
 // record.
-func (n *node) markUnhealthy(pod *corev1.Pod) (unmark func()) {
+func (n *node) MarkUnhealthy(pod *corev1.Pod) (unmark func()) {
 	n.t.Helper()
 	var marks []string
 	for _, dev := range n.allocatedDevices(pod) {
@@ -163,10 +143,10 @@ func (n *node) markUnhealthy(pod *corev1.Pod) (unmark func()) {
 	}
 }
 
-// restartNode stops the kubelet and the driver and starts both again on
+// RestartNode stops the kubelet and the driver and starts both again on
 // the same directories; with a bootID, as after a reboot: another boot ID
 // and an empty CDI directory (/var/run is a tmpfs).
-func (n *node) restartNode(bootID string) {
+func (n *node) RestartNode(bootID string) {
 	n.t.Helper()
 	n.stopKubelet()
 	n.driver.Stop()
@@ -183,72 +163,18 @@ func (n *node) restartNode(bootID string) {
 	n.startKubelet()
 }
 
-// A restart in the same boot answers the kubelet from the record; after a
-// reboot (another boot ID) the next prepare runs the driver's prepare
-// again.
+// A restart in the same boot answers from the record; after a reboot the
+// driver prepares again (scenarios.Reboot).
 func TestRebootRunsPrepareAgain(t *testing.T) {
 	n := newNode(t, 8)
 	n.start()
-	pods := n.schedulePods("b", 1)
-	pod := pods[0]
-	n.prepareAll(pods, prepareTimeout)
-	first := n.verifyCDI(pod)
-	unmark := n.markUnhealthy(pod)
-
-	// Same boot: a restarted kubelet prepares again (its restored claims
-	// are not marked prepared); the driver answers from its record.
-	n.restartNode("")
-	if err := n.kubelet.DRA.PrepareResources(n.ctx, pod); err != nil {
-		t.Fatalf("prepare after a restart in the same boot ran the device checks again or failed: %v", err)
-	}
-	if got := n.verifyCDI(pod); strings.Join(got, ",") != strings.Join(first, ",") {
-		t.Errorf("CDI IDs changed across a restart: %v, then %v", first, got)
-	}
-
-	// Reboot: the prepare runs again, and refuses the marked device.
-	n.restartNode("boot-2")
-	err := n.kubelet.DRA.PrepareResources(n.ctx, pod)
-	if err == nil || !strings.Contains(err.Error(), "unhealthy") {
-		t.Fatalf("prepare after a reboot: %v; want the driver's refusal of the device marked unhealthy", err)
-	}
-	unmark()
-	if err := n.prepare(pod, prepareTimeout); err != nil {
-		t.Fatal(err)
-	}
-	ids := n.verifyCDI(pod)
-	if strings.Join(ids, ",") != strings.Join(first, ",") {
-		t.Errorf("CDI IDs changed across a reboot: %v, then %v", first, ids)
-	}
-	n.unprepareAll(pods, [][]string{ids})
+	scenarios.Reboot(t, n)
 }
 
-// The pod is force-deleted and its claim is gone from the API server; the
-// kubelet still unprepares it, and the driver does it from its record.
+// A force-deleted pod whose claim is gone from the API server is
+// unprepared from the record (scenarios.ForceDeletedPod).
 func TestForceDeletedPodUnprepares(t *testing.T) {
 	n := newNode(t, 8)
 	n.start()
-	pods := n.schedulePods("f", 1)
-	pod := pods[0]
-	n.prepareAll(pods, prepareTimeout)
-	ids := n.verifyCDI(pod)
-	if err := cluster.DeletePod(n.ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	err := harness.Poll(n.ctx, 50*time.Millisecond, 30*time.Second, "claim deletion", func(ctx context.Context) (bool, error) {
-		list, err := cluster.Client.ResourceV1().ResourceClaims(n.ns).List(ctx, listAll)
-		if err != nil {
-			return false, err
-		}
-		return len(list.Items) == 0, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.kubelet.SetActive(pod, false)
-	if err := n.kubelet.DRA.UnprepareResources(n.ctx, pod); err != nil {
-		t.Fatalf("unprepare of a force-deleted pod: %v", err)
-	}
-	if _, err := harness.ResolveCDI(n.cdiDir, ids); !errors.Is(err, harness.ErrUnresolved) {
-		t.Errorf("CDI IDs %v still resolve after unprepare (err %v)", ids, err)
-	}
+	scenarios.ForceDeletedPod(t, n)
 }
