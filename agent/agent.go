@@ -187,16 +187,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		OnStatus:    a.onStatus,
 	})
 	var configs []pluginmgr.PluginConfig
-	var verified []DriverConfig
 	for _, d := range a.cfg.Plugins.Drivers {
-		// One untrustworthy binary must not take every other driver of
-		// the node down with it (a DaemonSet would crash loop): it is
-		// refused alone, and /readyz and a metric say so.
-		if err := VerifyPluginBinary(d); err != nil {
-			a.refuse(d, err)
-			continue
-		}
-		verified = append(verified, d)
 		section, err := json.Marshal(d.Config)
 		if err != nil {
 			return &ConfigError{Key: "plugins.drivers." + d.Name + ".config", Reason: err.Error()}
@@ -206,12 +197,12 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		}
 		configs = append(configs, pluginmgr.PluginConfig{Name: pluginName(d), Path: d.Path, SHA256: d.SHA256, Args: d.Args, Config: section})
 	}
+	// One untrustworthy binary must not take every other driver of the
+	// node down with it (a DaemonSet would crash loop): pluginmgr checks
+	// each binary right before it would run it, and such a plugin is
+	// refused alone; /readyz and a metric say so.
 	if err := a.plugins.Start(configs); err != nil {
-		notRunning := slices.DeleteFunc(verified, func(d DriverConfig) bool {
-			_, running := a.plugins.Plugin(pluginName(d))
-			return running
-		})
-		if err := a.refuseReplaced(notRunning, err); err != nil {
+		if err := a.refuseUntrusted(err); err != nil {
 			return fmt.Errorf("starting driver plugins: %w", err)
 		}
 	}

@@ -13,8 +13,8 @@
 // ResourceClaims come from a directory of YAML files and ResourceSlices go to
 // a dry-run directory, so the whole claim flow works without an API server.
 //
-// A plugin whose binary cannot be trusted (VerifyPluginBinary: wrong
-// SHA-256, not executable) is refused alone — never run, registered or
+// A plugin whose binary cannot be trusted (wrong SHA-256, not executable;
+// see VerifyPluginBinary) is refused alone — never run, registered or
 // published — and reported by Agent.Refused, Ready and the
 // dranode_plugin_refused metric, while the other drivers are served.
 package agent

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,38 +37,17 @@ func TestProcessSIGTERM(t *testing.T) {
 	e := newTestEnv(t, gpuDriver)
 	c := claim("default", "proc", "12345678-0000-0000-0000-0000000000ee", "node-a", [2]string{gpuDriver, "gpu-0"})
 	e.writeClaim(t, c)
-	cmd := exec.Command(bin, "--config", writeConfigFile(t, e.cfg))
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if t.Failed() {
-			t.Logf("agent output:\n%s", logs.String())
-		}
-	}()
 	reg := RegistrationSocket(e.cfg.Kubelet.RegistryDir, gpuDriver)
-	for {
-		if _, err := os.Stat(reg); err == nil {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("agent exited early: %v", err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	agent := startAgentProcess(t, bin, writeConfigFile(t, e.cfg), reg)
 	k := connectKubelet(t, e.cfg, gpuDriver)
 	mustPrepared(t, k.prepare(t, c), c)
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := agent.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-exited; err != nil {
-		t.Fatalf("exit after SIGTERM: %v", err)
+	<-agent.done
+	if agent.err != nil {
+		t.Fatalf("exit after SIGTERM: %v", agent.err)
 	}
 	if _, err := os.Stat(reg); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("registration socket left after SIGTERM: %v", err)
@@ -111,4 +91,70 @@ func TestCLIConfigCommands(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "slices.syncDelay") {
 		t.Errorf("config validate with a bad env value: %v\n%s", err, out)
 	}
+}
+
+// agentProcess is the dranode-agent binary run as a DaemonSet runs it.
+type agentProcess struct {
+	cmd  *exec.Cmd
+	logs syncBuffer
+	done chan struct{} // closed once the process has exited
+	err  error         // its exit status, once done is closed
+}
+
+// startAgentProcess runs the agent with the configuration file and waits
+// until it serves the registration socket reg; the test fails if it exits
+// first. At cleanup a still running agent gets SIGTERM (SIGKILL after 30 s),
+// and its output is logged if the test failed.
+func startAgentProcess(t *testing.T, bin, configFile, reg string) *agentProcess {
+	t.Helper()
+	p := &agentProcess{cmd: exec.Command(bin, "--config", configFile), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(30 * time.Second):
+				_ = p.cmd.Process.Kill()
+			}
+		}
+		if t.Failed() {
+			t.Logf("agent output:\n%s", p.logs.String())
+		}
+	})
+	for {
+		if _, err := os.Stat(reg); err == nil {
+			return p
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("agent exited before serving %s: %v", reg, p.err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer that the process's output copier and the
+// test may use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

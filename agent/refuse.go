@@ -1,11 +1,8 @@
 package agent
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,37 +34,15 @@ func (e *PluginRefusedError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrPluginRefused) match.
 func (e *PluginRefusedError) Is(target error) bool { return target == ErrPluginRefused }
 
-// VerifyPluginBinary checks that d.Path is an executable regular file whose
-// SHA-256 is d.SHA256. The error matches pluginmgr.ErrNotExecutable or
-// pluginmgr.ErrChecksumMismatch (a *pluginmgr.ChecksumError naming both
-// digests).
-//
-// The agent runs it for every plugin before starting any: a binary that
-// fails it is refused on its own, and the other drivers are served.
-// pluginmgr checks the digest again right before each exec, so a binary
-// replaced after this check is refused too.
+// VerifyPluginBinary checks, ahead of time, what the agent's plugin
+// manager checks before it runs a plugin: d.Path is an executable regular
+// file whose SHA-256 is d.SHA256 (pluginmgr.VerifyBinary). The error
+// matches pluginmgr.ErrNotExecutable or pluginmgr.ErrChecksumMismatch (a
+// *pluginmgr.ChecksumError naming both digests). A plugin that would fail
+// it is refused on its own when the agent starts; the other drivers are
+// served.
 func VerifyPluginBinary(d DriverConfig) error {
-	f, err := os.Open(d.Path)
-	if err != nil {
-		return fmt.Errorf("%w: %w", pluginmgr.ErrNotExecutable, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("%w: %v", pluginmgr.ErrNotExecutable, err)
-	}
-	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%w: %s has mode %s", pluginmgr.ErrNotExecutable, d.Path, fi.Mode())
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return fmt.Errorf("%w: reading %s: %v", pluginmgr.ErrNotExecutable, d.Path, err)
-	}
-	actual := hex.EncodeToString(h.Sum(nil))
-	if want := strings.ToLower(d.SHA256); actual != want {
-		return &pluginmgr.ChecksumError{Path: d.Path, Expected: want, Actual: actual}
-	}
-	return nil
+	return pluginmgr.VerifyBinary(d.Path, d.SHA256)
 }
 
 // CheckPluginBinaries is `config validate`'s check of the plugin binaries
@@ -109,32 +84,29 @@ func (a *Agent) refuse(d DriverConfig, err error) {
 	a.mu.Unlock()
 }
 
-// refuseReplaced handles the error of pluginmgr's Start: a checksum
-// mismatch of a plugin that passed VerifyPluginBinary (its binary was
-// replaced in between) refuses that plugin; anything else is returned.
-// notRunning are the plugins Start did not start; each mismatch refuses the
-// first of them with its path and digest, once.
-func (a *Agent) refuseReplaced(notRunning []DriverConfig, startErr error) error {
-	drivers := slices.Clone(notRunning)
+// refuseUntrusted handles the error of pluginmgr's Start: each plugin
+// whose binary cannot be trusted (wrong digest, not executable, missing)
+// is refused alone; any other failure is returned.
+func (a *Agent) refuseUntrusted(startErr error) error {
 	errs := []error{startErr}
 	if joined, ok := startErr.(interface{ Unwrap() []error }); ok {
 		errs = joined.Unwrap()
 	}
 	var fatal []error
 	for _, err := range errs {
-		var ce *pluginmgr.ChecksumError
-		i := -1
-		if errors.As(err, &ce) {
-			i = slices.IndexFunc(drivers, func(d DriverConfig) bool {
-				return d.Path == ce.Path && strings.EqualFold(d.SHA256, ce.Expected)
-			})
+		var se *pluginmgr.StartError
+		d, configured := DriverConfig{}, false
+		if errors.As(err, &se) && (errors.Is(err, pluginmgr.ErrChecksumMismatch) || errors.Is(err, pluginmgr.ErrNotExecutable)) {
+			i := slices.IndexFunc(a.cfg.Plugins.Drivers, func(d DriverConfig) bool { return pluginName(d) == se.Plugin })
+			if configured = i >= 0; configured {
+				d = a.cfg.Plugins.Drivers[i]
+			}
 		}
-		if i < 0 {
+		if !configured {
 			fatal = append(fatal, err)
 			continue
 		}
-		a.refuse(drivers[i], err)
-		drivers = slices.Delete(drivers, i, i+1)
+		a.refuse(d, err)
 	}
 	return errors.Join(fatal...)
 }

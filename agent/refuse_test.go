@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -10,8 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -102,19 +99,18 @@ func TestMissingBinaryRefusedAlone(t *testing.T) {
 	}
 }
 
-// A binary replaced between the agent's check and pluginmgr's own check
-// before exec is refused the same way; other start errors stay fatal.
-func TestRefuseReplacedBinary(t *testing.T) {
+// pluginmgr's start errors: a plugin whose binary cannot be trusted is
+// refused alone; other start errors, and a mismatch not attributed to a
+// configured plugin, stay fatal.
+func TestRefuseUntrustedBinary(t *testing.T) {
 	e := newTestEnv(t, gpuDriver, badDriver)
 	a, err := New(e.cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A binary of its own: the match is by path and configured digest.
-	e.cfg.Plugins.Drivers[1].Path = filepath.Join(e.root, "gpu-plugin-copy")
 	d := e.cfg.Plugins.Drivers[1]
-	replaced := fmt.Errorf("plugin %q: %w", d.Name, &pluginmgr.ChecksumError{Path: d.Path, Expected: strings.ToUpper(d.SHA256), Actual: strings.Repeat("1", 64)})
-	other := fmt.Errorf("plugin %q: %w", "gpu0", pluginmgr.ErrStartTimeout)
+	replaced := &pluginmgr.StartError{Plugin: d.Name, Err: fmt.Errorf("plugin %q: %w", d.Name, &pluginmgr.ChecksumError{Path: d.Path, Expected: d.SHA256, Actual: strings.Repeat("1", 64)})}
+	other := &pluginmgr.StartError{Plugin: "gpu0", Err: fmt.Errorf("plugin %q: %w", "gpu0", pluginmgr.ErrStartTimeout)}
 	tests := []struct {
 		name      string
 		startErr  error
@@ -122,14 +118,14 @@ func TestRefuseReplacedBinary(t *testing.T) {
 	}{
 		{"replaced binary only", errors.Join(replaced), nil},
 		{"replaced binary and a timeout", errors.Join(replaced, other), pluginmgr.ErrStartTimeout},
-		{"a mismatch of a binary not configured", &pluginmgr.ChecksumError{Path: "/elsewhere", Expected: d.SHA256}, pluginmgr.ErrChecksumMismatch},
+		{"a mismatch of a binary not configured", &pluginmgr.StartError{Plugin: "elsewhere", Err: &pluginmgr.ChecksumError{Path: "/elsewhere", Expected: d.SHA256}}, pluginmgr.ErrChecksumMismatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a.refused = nil
-			err := a.refuseReplaced(e.cfg.Plugins.Drivers, tt.startErr)
+			err := a.refuseUntrusted(tt.startErr)
 			if tt.wantFatal == nil && err != nil || tt.wantFatal != nil && !errors.Is(err, tt.wantFatal) {
-				t.Errorf("refuseReplaced = %v, want %v", err, tt.wantFatal)
+				t.Errorf("refuseUntrusted = %v, want %v", err, tt.wantFatal)
 			}
 			if tt.name != "a mismatch of a binary not configured" && !a.isRefused(d.Name) {
 				t.Errorf("plugin %s not refused", d.Name)
@@ -224,36 +220,7 @@ func TestProcessRefusesBadPluginServesOthers(t *testing.T) {
 
 	c := claim("default", "proc-good", "12345678-0000-0000-0007-0000000000ee", "node-a", [2]string{gpuDriver, "gpu-0"})
 	e.writeClaim(t, c)
-	cmd := exec.Command(bin, "--config", file)
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-		if t.Failed() {
-			t.Logf("agent output:\n%s", logs.String())
-		}
-	})
-	reg := RegistrationSocket(e.cfg.Kubelet.RegistryDir, gpuDriver)
-	for {
-		if _, err := os.Stat(reg); err == nil {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("agent exited with a refused plugin configured: %v", err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	agent := startAgentProcess(t, bin, file, RegistrationSocket(e.cfg.Kubelet.RegistryDir, gpuDriver))
 	k := connectKubelet(t, e.cfg, gpuDriver)
 	mustPrepared(t, k.prepare(t, c), c)
 
@@ -271,7 +238,7 @@ func TestProcessRefusesBadPluginServesOthers(t *testing.T) {
 	if _, metrics := get(t, base+"/metrics"); !strings.Contains(metrics, `dranode_plugin_refused{plugin="gpu1"} 1`) {
 		t.Errorf("/metrics lacks the refusal of gpu1")
 	}
-	log := logs.String()
+	log := agent.logs.String()
 	for _, want := range []string{"Driver plugin refused", `plugin="gpu1"`, wrong, actual} {
 		if !strings.Contains(log, want) {
 			t.Errorf("agent log does not contain %q", want)
@@ -279,7 +246,7 @@ func TestProcessRefusesBadPluginServesOthers(t *testing.T) {
 	}
 	// No gpu-plugin process was started for the refused driver: the only
 	// child is the good one.
-	if n := childCount(t, cmd.Process.Pid); n != 1 {
+	if n := childCount(t, agent.cmd.Process.Pid); n != 1 {
 		t.Errorf("agent has %d child processes, want 1 (the good plugin)", n)
 	}
 }
@@ -318,23 +285,4 @@ func childCount(t *testing.T, parent int) int {
 		n += len(strings.Fields(string(data)))
 	}
 	return n
-}
-
-// syncBuffer is a bytes.Buffer that the process's output copier and the
-// test may use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

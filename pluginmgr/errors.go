@@ -61,6 +61,18 @@ func (e *ChecksumError) Error() string {
 // Is makes errors.Is(err, ErrChecksumMismatch) match.
 func (e *ChecksumError) Is(target error) bool { return target == ErrChecksumMismatch }
 
+// StartError is one plugin's failure in Manager.Start, so that a caller can
+// tell which plugin failed and decide for each (the agent refuses a plugin
+// whose binary cannot be trusted and keeps serving the others).
+type StartError struct {
+	Plugin string // the configured plugin name
+	Err    error
+}
+
+func (e *StartError) Error() string { return e.Err.Error() }
+
+func (e *StartError) Unwrap() error { return e.Err }
+
 // UnavailableError is returned for calls that could not complete because the
 // plugin process went away. It matches ErrPluginUnavailable and reports gRPC
 // code Unavailable, so callers that forward it over gRPC (the kubelet retries

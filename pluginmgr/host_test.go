@@ -258,7 +258,19 @@ func TestHandshakeFailures(t *testing.T) {
 					t.Errorf("checksum error = %#v", ce)
 				}
 			}
+			// VerifyBinary checks ahead of time what Launch checks before exec.
+			if tt.want == pluginmgr.ErrNotExecutable || tt.want == pluginmgr.ErrChecksumMismatch {
+				if verr := pluginmgr.VerifyBinary(tt.cfg.Path, tt.cfg.SHA256); !errors.Is(verr, tt.want) {
+					t.Errorf("VerifyBinary = %v, want %v", verr, tt.want)
+				}
+			}
 		})
+	}
+	if err := pluginmgr.VerifyBinary(testDriverPath, strings.ToUpper(sum)); err != nil {
+		t.Errorf("VerifyBinary of a good binary (digest in upper case) = %v", err)
+	}
+	if err := pluginmgr.VerifyBinary(notExec+".missing", sum); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("VerifyBinary of a missing file = %v, want os.ErrNotExist", err)
 	}
 }
 
@@ -346,6 +358,23 @@ func TestPluginLogsReachHost(t *testing.T) {
 	log := buf.String()
 	if !strings.Contains(log, "configured") || !strings.Contains(log, "devices=5") || !strings.Contains(log, "host.test") {
 		t.Errorf("the plugin's log line did not reach the host logger with its fields:\n%s", log)
+	}
+}
+
+// Start names each plugin that failed, and runs the others.
+func TestManagerStartErrorNamesThePlugin(t *testing.T) {
+	m := pluginmgr.NewManager(quietOptions())
+	defer m.Close()
+	good := testConfig(t, nil)
+	bad := good
+	bad.Name, bad.SHA256 = "bad", strings.Repeat("ab", 32)
+	err := m.Start([]pluginmgr.PluginConfig{bad, good})
+	var se *pluginmgr.StartError
+	if !errors.As(err, &se) || se.Plugin != "bad" || !errors.Is(err, pluginmgr.ErrChecksumMismatch) {
+		t.Fatalf("Start = %v, want a *StartError for plugin bad matching ErrChecksumMismatch", err)
+	}
+	if _, ok := m.Plugin(good.Name); !ok {
+		t.Errorf("plugin %s should run", good.Name)
 	}
 }
 

@@ -21,8 +21,8 @@ func NewManager(opts Options) *Manager {
 
 // Start launches every configured plugin. Names must be unique. Start is
 // meant to be called once, from one goroutine. Plugins that
-// fail to start are reported together in the returned error; the others keep
-// running.
+// fail to start are reported together in the returned error, each as a
+// *StartError naming it; the others keep running.
 func (m *Manager) Start(configs []PluginConfig) error {
 	seen := map[string]bool{}
 	var errs []error
@@ -46,7 +46,7 @@ func (m *Manager) Start(configs []PluginConfig) error {
 		}
 		p, err := Launch(cfg, m.opts)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, &StartError{Plugin: cfg.Name, Err: err})
 			continue
 		}
 		m.mu.Lock()

@@ -173,32 +173,9 @@ func reportAgent(b *testing.B, n *node, before agentSnapshot) {
 func BenchmarkPrepareOneClaim(b *testing.B) {
 	n := newNode(b, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 8})
 	n.start()
-	var lat []time.Duration
-	i := 0
 	before := snapshotAgent(b, n)
-	cpu := newCPUShares(n)
-	b.ReportAllocs()
-	for b.Loop() {
-		b.StopTimer()
-		pods := n.SchedulePods(fmt.Sprintf("o%d", i), 1)
-		i++
-		cpu.begin(b)
-		b.StartTimer()
-		start := time.Now()
-		if err := n.kubelet.DRA.PrepareResources(n.ctx, pods[0]); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(start))
-		b.StopTimer()
-		cpu.end(b)
-		n.UnprepareAll(pods, nil)
-		b.StartTimer()
-	}
-	slices.Sort(lat)
-	b.ReportMetric(ms(quantile(lat, 0.5)), "p50-ms")
-	b.ReportMetric(ms(quantile(lat, 0.99)), "p99-ms")
+	benchPrepareOne(b, n, "o", nil)
 	reportAgent(b, n, before)
-	cpu.report(b, i)
 	// The baseline for BenchmarkAgentRSS1000: one driver, 8 devices.
 	rss, err := harness.RSSBytes(n.agent.PID())
 	if err != nil {
@@ -214,16 +191,27 @@ func BenchmarkPrepareOneClaim(b *testing.B) {
 func BenchmarkPrepareOneClaimKubeletFloor(b *testing.B) {
 	n := newNode(b, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 8})
 	n.start()
+	benchPrepareOne(b, n, "f", func(pods []*corev1.Pod) {
+		n.prepareAll(pods, prepareTimeout)
+		n.restartKubeletFresh()
+	})
+}
+
+// benchPrepareOne times the kubelet's PrepareResources of one new pod per
+// iteration, after the untimed setup (if any), and reports its p50, p99
+// and the CPU shares per claim.
+func benchPrepareOne(b *testing.B, n *node, prefix string, setup func(pods []*corev1.Pod)) {
 	var lat []time.Duration
 	i := 0
 	cpu := newCPUShares(n)
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		pods := n.SchedulePods(fmt.Sprintf("f%d", i), 1)
+		pods := n.SchedulePods(fmt.Sprintf("%s%d", prefix, i), 1)
 		i++
-		n.prepareAll(pods, prepareTimeout)
-		n.restartKubeletFresh()
+		if setup != nil {
+			setup(pods)
+		}
 		cpu.begin(b)
 		b.StartTimer()
 		start := time.Now()
