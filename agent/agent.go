@@ -19,7 +19,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -46,7 +45,7 @@ type Options struct {
 	// Claims overrides where ResourceClaims are read from.
 	Claims ClaimSource
 	// Client overrides the API client built from the configuration.
-	Client kubernetes.Interface
+	Client sliceclient.Client
 	// Registry receives the agent's metrics; default a new registry, served
 	// on /metrics.
 	Registry *prometheus.Registry
@@ -65,7 +64,7 @@ type Agent struct {
 	report     *claimcache.RestoreReport
 	specs      cdi.SpecDir
 	claims     ClaimSource
-	client     kubernetes.Interface
+	client     sliceclient.Client
 	standalone bool
 	plugins    *pluginmgr.Manager
 	metrics    *metrics
@@ -281,7 +280,7 @@ func (a *Agent) connect() error {
 	case a.standalone:
 		a.claims = DirClaimSource{Dir: a.cfg.Claims.Dir}
 	default:
-		a.claims = APIClaimSource{Client: a.client}
+		a.claims = APIClaimSource{Client: a.client.ResourceV1()}
 	}
 	return nil
 }

@@ -3,26 +3,22 @@ package agent
 import (
 	"fmt"
 
-	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/dranode/dranode/sliceclient"
 )
 
 // nodeClient is the API client of the agent: the two API groups it and
 // sliceclient use (resource.k8s.io/v1 for claims and slices, core/v1 for
-// the Node that owns the slices), behind kubernetes.Interface because
-// that is what sliceclient takes.
+// the Node that owns the slices).
 //
 // kubernetes.NewForConfig would build a typed client for every API group;
 // the linker then keeps all of their code, and the agent's resident memory
 // grows with the text pages of clients it never calls (see BENCHMARKS.md).
-// The embedded interface is nil: calling any other group panics;
-// TestClusterMode runs every call the agent and sliceclient make through
-// this client against a real API server.
 type nodeClient struct {
-	kubernetes.Interface
 	core     corev1client.CoreV1Interface
 	resource resourcev1client.ResourceV1Interface
 }
@@ -32,7 +28,7 @@ func (c nodeClient) ResourceV1() resourcev1client.ResourceV1Interface { return c
 
 // newNodeClient builds the agent's client from rc; both groups share one
 // HTTP client (one connection pool, one rate limiter from rc).
-func newNodeClient(rc *rest.Config) (kubernetes.Interface, error) {
+func newNodeClient(rc *rest.Config) (sliceclient.Client, error) {
 	rc = rest.CopyConfig(rc)
 	if rc.UserAgent == "" {
 		rc.UserAgent = rest.DefaultKubernetesUserAgent()

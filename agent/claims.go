@@ -11,7 +11,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -30,12 +30,12 @@ type ClaimSource interface {
 // current, and cheap enough with a client sized for it (see
 // ClaimsConfig.QPS).
 type APIClaimSource struct {
-	Client kubernetes.Interface
+	Client resourcev1client.ResourceClaimsGetter
 }
 
 // GetClaim implements ClaimSource.
 func (s APIClaimSource) GetClaim(ctx context.Context, namespace, name string) (*resourcev1.ResourceClaim, error) {
-	c, err := s.Client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	c, err := s.Client.ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("%w: %s/%s", ErrClaimNotFound, namespace, name)
 	}

@@ -15,7 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -26,10 +27,19 @@ import (
 // its end, so a burst costs at most two syncs.
 const DefaultDebounce = 10 * time.Millisecond
 
+// Client is the part of a Kubernetes clientset a Publisher and a Watcher
+// use: ResourceSlices, and the Node that owns them. A
+// *kubernetes.Clientset is one; so is a client built for these two API
+// groups alone, which keeps the other groups' clients out of a binary.
+type Client interface {
+	CoreV1() corev1client.CoreV1Interface
+	ResourceV1() resourcev1client.ResourceV1Interface
+}
+
 // Options configure a Publisher.
 type Options struct {
 	// Client talks to the API server. Required.
-	Client kubernetes.Interface
+	Client Client
 	// DriverName is the DRA driver (a DNS subdomain of at most 63
 	// characters). Required.
 	DriverName string

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -81,7 +80,7 @@ func MaxWritesInFlight(n int) WatcherOption {
 
 // NewWatcher checks driverName and the options and returns a Watcher that
 // does nothing until a publisher using it starts.
-func NewWatcher(client kubernetes.Interface, driverName string, opts ...WatcherOption) (*Watcher, error) {
+func NewWatcher(client Client, driverName string, opts ...WatcherOption) (*Watcher, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: Watcher client is nil", ErrInvalidOptions)
 	}
@@ -192,7 +191,7 @@ func (w *Watcher) subscribe(node string, observe func(obj any, deleted bool)) (u
 }
 
 // newSliceInformer watches the ResourceSlices that selector picks.
-func newSliceInformer(client kubernetes.Interface, selector string, indexers cache.Indexers) cache.SharedIndexInformer {
+func newSliceInformer(client Client, selector string, indexers cache.Indexers) cache.SharedIndexInformer {
 	slices := client.ResourceV1().ResourceSlices()
 	return cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
