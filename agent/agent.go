@@ -44,8 +44,11 @@ type Options struct {
 	Logger logr.Logger
 	// Claims overrides where ResourceClaims are read from.
 	Claims ClaimSource
-	// Client overrides the API client built from the configuration.
-	Client sliceclient.Client
+	// RESTConfig, when set, is the API server to use instead of the
+	// configuration's kubeconfig (or the in-cluster one). The agent builds
+	// its own client from it, with the claims QPS and burst of the
+	// configuration.
+	RESTConfig *rest.Config
 	// Registry receives the agent's metrics; default a new registry, served
 	// on /metrics.
 	Registry *prometheus.Registry
@@ -64,7 +67,7 @@ type Agent struct {
 	report     *claimcache.RestoreReport
 	specs      cdi.SpecDir
 	claims     ClaimSource
-	client     sliceclient.Client
+	client     *apiClient
 	standalone bool
 	plugins    *pluginmgr.Manager
 	metrics    *metrics
@@ -247,30 +250,29 @@ func readBootID(path string) (string, error) {
 
 // connect picks the mode: kubeconfig, in-cluster, or standalone.
 func (a *Agent) connect() error {
-	if a.opts.Client != nil {
-		a.client = a.opts.Client
-	} else {
-		var rc *rest.Config
+	rc := a.opts.RESTConfig
+	switch {
+	case rc != nil:
+		rc = rest.CopyConfig(rc)
+	case a.cfg.Kubeconfig != "":
 		var err error
-		switch {
-		case a.cfg.Kubeconfig != "":
-			rc, err = clientcmd.BuildConfigFromFlags("", a.cfg.Kubeconfig)
-			if err != nil {
-				return &ConfigError{Key: "kubeconfig", Reason: err.Error()}
-			}
-		case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
-			rc, err = rest.InClusterConfig()
-			if err != nil {
-				return fmt.Errorf("in-cluster configuration: %w", err)
-			}
+		rc, err = clientcmd.BuildConfigFromFlags("", a.cfg.Kubeconfig)
+		if err != nil {
+			return &ConfigError{Key: "kubeconfig", Reason: err.Error()}
 		}
-		if rc != nil {
-			rc.QPS, rc.Burst = a.cfg.Claims.QPS, a.cfg.Claims.Burst
-			rc.UserAgent = "dranode-agent/" + a.cfg.NodeName
-			a.client, err = newNodeClient(rc)
-			if err != nil {
-				return err
-			}
+	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
+		var err error
+		rc, err = rest.InClusterConfig()
+		if err != nil {
+			return fmt.Errorf("in-cluster configuration: %w", err)
+		}
+	}
+	if rc != nil {
+		rc.QPS, rc.Burst = a.cfg.Claims.QPS, a.cfg.Claims.Burst
+		rc.UserAgent = "dranode-agent/" + a.cfg.NodeName
+		var err error
+		if a.client, err = newAPIClient(rc); err != nil {
+			return err
 		}
 	}
 	a.standalone = a.client == nil
@@ -280,7 +282,7 @@ func (a *Agent) connect() error {
 	case a.standalone:
 		a.claims = DirClaimSource{Dir: a.cfg.Claims.Dir}
 	default:
-		a.claims = APIClaimSource{Client: a.client.ResourceV1()}
+		a.claims = a.client.claims
 	}
 	return nil
 }
@@ -295,7 +297,7 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 	d := &driver{name: info.DriverName, plugin: p, healthy: newHealthFeed(), health: info.Health}
 	if !a.standalone {
 		pub, err := sliceclient.New(sliceclient.Options{
-			Client: a.client, DriverName: d.name, NodeName: a.cfg.NodeName,
+			Client: a.client.slices, DriverName: d.name, NodeName: a.cfg.NodeName,
 			Debounce: a.cfg.Slices.SyncDelay,
 			OnError: func(err error) {
 				a.log.Error(err, "Publishing ResourceSlices", "driver", d.name)

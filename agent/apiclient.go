@@ -2,33 +2,52 @@ package agent
 
 import (
 	"fmt"
+	"net/http"
 
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/dranode/dranode/sliceclient"
 )
 
-// nodeClient is the API client of the agent: the two API groups it and
-// sliceclient use (resource.k8s.io/v1 for claims and slices, core/v1 for
-// the Node that owns the slices).
-//
-// kubernetes.NewForConfig would build a typed client for every API group;
-// the linker then keeps all of their code, and the agent's resident memory
-// grows with the text pages of clients it never calls (see BENCHMARKS.md).
-type nodeClient struct {
-	core     corev1client.CoreV1Interface
-	resource resourcev1client.ResourceV1Interface
+// The agent's API scheme knows core/v1 and resource.k8s.io/v1 and nothing
+// else. client-go's typed clients use k8s.io/client-go/kubernetes/scheme,
+// whose init registers the types of every API group (50-odd group
+// versions): importing any typed client package makes the agent touch, at
+// start, code and type data spread over ~8 MB of its binary, which then
+// stay resident. Measured in BENCHMARKS.md ("Memory").
+var (
+	apiScheme         = runtime.NewScheme()
+	apiCodecs         = serializer.NewCodecFactory(apiScheme)
+	apiParameterCodec = runtime.NewParameterCodec(apiScheme)
+)
+
+func init() {
+	// The unversioned meta types (options, Status, WatchEvent) that every
+	// request and watch encodes or decodes.
+	metav1.AddToGroupVersion(apiScheme, schema.GroupVersion{Version: "v1"})
+	utilruntime.Must(corev1.AddToScheme(apiScheme))
+	utilruntime.Must(resourcev1.AddToScheme(apiScheme))
 }
 
-func (c nodeClient) CoreV1() corev1client.CoreV1Interface             { return c.core }
-func (c nodeClient) ResourceV1() resourcev1client.ResourceV1Interface { return c.resource }
+// apiClient is the API client of the agent: ResourceSlices and Nodes for
+// sliceclient, ResourceClaims for prepares. Both groups share one HTTP
+// client (one connection pool) and one rate limiter.
+type apiClient struct {
+	slices sliceclient.Client
+	claims ClaimSource
+}
 
-// newNodeClient builds the agent's client from rc; both groups share one
-// HTTP client (one connection pool, one rate limiter from rc).
-func newNodeClient(rc *rest.Config) (sliceclient.Client, error) {
+// newAPIClient builds the agent's client from rc.
+func newAPIClient(rc *rest.Config) (*apiClient, error) {
 	rc = rest.CopyConfig(rc)
 	if rc.UserAgent == "" {
 		rc.UserAgent = rest.DefaultKubernetesUserAgent()
@@ -41,13 +60,38 @@ func newNodeClient(rc *rest.Config) (sliceclient.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}
-	core, err := corev1client.NewForConfigAndClient(rc, httpClient)
+	core, err := groupClient(rc, httpClient, "/api", corev1.SchemeGroupVersion)
 	if err != nil {
-		return nil, fmt.Errorf("API client (core/v1): %w", err)
+		return nil, err
 	}
-	resource, err := resourcev1client.NewForConfigAndClient(rc, httpClient)
+	resource, err := groupClient(rc, httpClient, "/apis", resourcev1.SchemeGroupVersion)
 	if err != nil {
-		return nil, fmt.Errorf("API client (resource.k8s.io/v1): %w", err)
+		return nil, err
 	}
-	return nodeClient{core: core, resource: resource}, nil
+	return &apiClient{
+		slices: sliceclient.Client{
+			ResourceSlices: gentype.NewClientWithList("resourceslices", resource, apiParameterCodec, "",
+				func() *resourcev1.ResourceSlice { return &resourcev1.ResourceSlice{} },
+				func() *resourcev1.ResourceSliceList { return &resourcev1.ResourceSliceList{} },
+				gentype.PrefersProtobuf[*resourcev1.ResourceSlice]()),
+			Nodes: gentype.NewClient("nodes", core, apiParameterCodec, "",
+				func() *corev1.Node { return &corev1.Node{} },
+				gentype.PrefersProtobuf[*corev1.Node]()),
+		},
+		claims: APIClaimSource{REST: resource},
+	}, nil
+}
+
+// groupClient is a REST client for one API group version on the shared
+// HTTP client, configured as client-go's generated clients are.
+func groupClient(rc *rest.Config, httpClient *http.Client, apiPath string, gv schema.GroupVersion) (*rest.RESTClient, error) {
+	c := *rc
+	c.APIPath = apiPath
+	c.GroupVersion = &gv
+	c.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(apiScheme, apiCodecs).WithoutConversion()
+	client, err := rest.RESTClientForConfigAndClient(&c, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("API client (%s): %w", gv, err)
+	}
+	return client, nil
 }

@@ -11,7 +11,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
+	"k8s.io/client-go/gentype"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -30,12 +31,17 @@ type ClaimSource interface {
 // current, and cheap enough with a client sized for it (see
 // ClaimsConfig.QPS).
 type APIClaimSource struct {
-	Client resourcev1client.ResourceClaimsGetter
+	// REST is a client of the resource.k8s.io/v1 API group, such as a
+	// clientset's ResourceV1().RESTClient().
+	REST rest.Interface
 }
 
 // GetClaim implements ClaimSource.
 func (s APIClaimSource) GetClaim(ctx context.Context, namespace, name string) (*resourcev1.ResourceClaim, error) {
-	c, err := s.Client.ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	claims := gentype.NewClient("resourceclaims", s.REST, apiParameterCodec, namespace,
+		func() *resourcev1.ResourceClaim { return &resourcev1.ResourceClaim{} },
+		gentype.PrefersProtobuf[*resourcev1.ResourceClaim]())
+	c, err := claims.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("%w: %s/%s", ErrClaimNotFound, namespace, name)
 	}

@@ -24,15 +24,11 @@ func TestClusterMode(t *testing.T) {
 	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The agent's own client, as connect builds it from a kubeconfig: it
-	// serves only the API groups the agent uses, and this test runs all of
-	// their calls (the Node for owner references, slices, claims).
-	agentClient, err := newNodeClient(restCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The agent builds its own client, as it does from a kubeconfig: its
+	// scheme knows only the API groups the agent uses, and this test runs
+	// all of their calls (the Node for owner references, slices, claims).
 	e := newTestEnv(t, gpuDriver)
-	a := e.start(t, Options{Client: agentClient})
+	a := e.start(t, Options{RESTConfig: restCfg})
 	if a.Standalone() {
 		t.Fatal("agent with an API client runs standalone")
 	}

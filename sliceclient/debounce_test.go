@@ -12,7 +12,7 @@ import (
 func TestIntegrationDebounceCoalescesABurst(t *testing.T) {
 	client := controlPlane(t)
 	node := createNode(t, client, "debounce")
-	p, err := New(Options{Client: client, DriverName: testDriver, NodeName: node.Name, Debounce: time.Hour})
+	p, err := New(Options{Client: clientOf(client), DriverName: testDriver, NodeName: node.Name, Debounce: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,8 @@ func ExampleValidateInventory() {
 // Publishers of many nodes in one process share a Watcher; a bound on their
 // writes in flight is one of its options, checked when it is made.
 func ExampleMaxWritesInFlight() {
-	client := fake.NewClientset()
+	cs := fake.NewClientset()
+	client := sliceclient.Client{ResourceSlices: cs.ResourceV1().ResourceSlices(), Nodes: cs.CoreV1().Nodes()}
 	if _, err := sliceclient.NewWatcher(client, "gpu.example.com", sliceclient.MaxWritesInFlight(-1)); err != nil {
 		fmt.Println(err)
 	}

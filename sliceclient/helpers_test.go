@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -89,4 +90,8 @@ func (m *memServer) apply(p *poolPlan) error {
 var testOwner = metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: testNode, UID: "node-uid", Controller: ptrTo(true)}
 
 // fakeClient is only for option checks that never reach an API server.
-func fakeClient() *fake.Clientset { return fake.NewClientset() }
+func fakeClient() Client { return clientOf(fake.NewClientset()) }
+
+func clientOf(cs kubernetes.Interface) Client {
+	return Client{ResourceSlices: cs.ResourceV1().ResourceSlices(), Nodes: cs.CoreV1().Nodes()}
+}

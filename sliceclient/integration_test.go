@@ -76,7 +76,7 @@ func startPublisher(t *testing.T, c kubernetes.Interface, node string, inv Inven
 	if onError == nil {
 		onError = func(err error) { t.Logf("publisher: %v", err) }
 	}
-	p, err := New(Options{Client: c, DriverName: testDriver, NodeName: node, OnError: onError})
+	p, err := New(Options{Client: clientOf(c), DriverName: testDriver, NodeName: node, OnError: onError})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestIntegrationStartBeforeInventoryKeepsSlices(t *testing.T) {
 	waitPool(t, c, node.Name, pool)
 	first.Stop()
 
-	p, err := New(Options{Client: c, DriverName: testDriver, NodeName: node.Name, NodeUID: node.UID})
+	p, err := New(Options{Client: clientOf(c), DriverName: testDriver, NodeName: node.Name, NodeUID: node.UID})
 	if err != nil {
 		t.Fatal(err)
 	}

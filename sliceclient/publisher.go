@@ -15,8 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -26,15 +24,6 @@ import (
 // updates and watch events within the window are coalesced into one sync at
 // its end, so a burst costs at most two syncs.
 const DefaultDebounce = 10 * time.Millisecond
-
-// Client is the part of a Kubernetes clientset a Publisher and a Watcher
-// use: ResourceSlices, and the Node that owns them. A
-// *kubernetes.Clientset is one; so is a client built for these two API
-// groups alone, which keeps the other groups' clients out of a binary.
-type Client interface {
-	CoreV1() corev1client.CoreV1Interface
-	ResourceV1() resourcev1client.ResourceV1Interface
-}
 
 // Options configure a Publisher.
 type Options struct {
@@ -126,8 +115,11 @@ type Publisher struct {
 
 // New checks opts and returns a publisher that does nothing until Start.
 func New(opts Options) (*Publisher, error) {
-	if opts.Client == nil {
-		return nil, fmt.Errorf("%w: Client is nil", ErrInvalidOptions)
+	if opts.Client.ResourceSlices == nil {
+		return nil, fmt.Errorf("%w: Client.ResourceSlices is nil", ErrInvalidOptions)
+	}
+	if opts.Client.Nodes == nil && opts.NodeUID == "" {
+		return nil, fmt.Errorf("%w: Client.Nodes is nil and NodeUID is empty: one is needed for the slices' owner", ErrInvalidOptions)
 	}
 	if err := ValidateDriverName(opts.DriverName); err != nil {
 		return nil, err
@@ -139,7 +131,7 @@ func New(opts Options) (*Publisher, error) {
 		return nil, fmt.Errorf("%w: Watcher is for driver %q, DriverName is %q", ErrInvalidOptions, opts.Watcher.driver, opts.DriverName)
 	}
 	var ps problems
-	ps.addAll("nodeName", validateNodeName(opts.NodeName))
+	ps.addAllFor("nodeName", opts.NodeName, validateNodeName(opts.NodeName))
 	if err := ps.err(ErrInvalidOptions); err != nil {
 		return nil, err
 	}
@@ -287,7 +279,7 @@ func (p *Publisher) Start(ctx context.Context) error {
 	}
 	uid := p.opts.NodeUID
 	if uid == "" {
-		node, err := p.opts.Client.CoreV1().Nodes().Get(ctx, p.opts.NodeName, metav1.GetOptions{})
+		node, err := p.opts.Client.Nodes.Get(ctx, p.opts.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("sliceclient: reading Node %q for its UID: %w", p.opts.NodeName, err)
 		}
@@ -539,7 +531,7 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 	if plan.empty() {
 		return nil
 	}
-	api := p.opts.Client.ResourceV1().ResourceSlices()
+	api := p.opts.Client.ResourceSlices
 	var errs []error
 	var errMu sync.Mutex
 	fail := func(err error) {
@@ -684,7 +676,7 @@ func (p *Publisher) stored1(w plannedWrite, got *resourceapi.ResourceSlice) {
 // refresh reads one slice after a conflict so that the retry starts from
 // what the server has, not from a watch that may lag.
 func (p *Publisher) refresh(ctx context.Context, name string) {
-	got, err := p.opts.Client.ResourceV1().ResourceSlices().Get(ctx, name, metav1.GetOptions{})
+	got, err := p.opts.Client.ResourceSlices.Get(ctx, name, metav1.GetOptions{})
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {

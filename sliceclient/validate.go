@@ -77,6 +77,14 @@ func (ps *problems) addAll(field string, msgs []string) {
 	}
 }
 
+// addAllFor is addAll for a name the caller chose, which the reason quotes
+// so that the caller sees what was wrong, not only where.
+func (ps *problems) addAllFor(field, value string, msgs []string) {
+	for _, m := range msgs {
+		ps.add(field, "%q: %s", value, m)
+	}
+}
+
 // ValidateDriverName reports whether name can be a DRA driver name.
 func ValidateDriverName(name string) error {
 	var ps problems
@@ -89,7 +97,11 @@ func (ps problems) err(kind error) error {
 		return nil
 	}
 	if kind == ErrInvalidOptions {
-		return fmt.Errorf("%w: %s", ErrInvalidOptions, (&ValidationError{Problems: ps}).Error())
+		msgs := make([]string, len(ps))
+		for i, p := range ps {
+			msgs[i] = p.String()
+		}
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(msgs, "; "))
 	}
 	return &ValidationError{Problems: ps}
 }
@@ -101,7 +113,7 @@ func validateDriverName(ps *problems, field, name string) {
 	case len(name) > resourceapi.DriverNameMaxLength:
 		ps.add(field, "%q is longer than %d characters", name, resourceapi.DriverNameMaxLength)
 	default:
-		ps.addAll(field, validation.IsDNS1123Subdomain(name))
+		ps.addAllFor(field, name, validation.IsDNS1123Subdomain(name))
 	}
 }
 

@@ -39,15 +39,25 @@ func TestValidateDuplicatePools(t *testing.T) {
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
-	for _, o := range []Options{
-		{DriverName: testDriver, NodeName: testNode},
-		{Client: fakeClient(), DriverName: "Not_A_Driver", NodeName: testNode},
-		{Client: fakeClient(), DriverName: testDriver},
-		{Client: fakeClient(), DriverName: testDriver, NodeName: "UPPER"},
+	slicesOnly := Client{ResourceSlices: fakeClient().ResourceSlices}
+	for _, tc := range []struct {
+		opts Options
+		want string // in the error: what was wrong
+	}{
+		{Options{DriverName: testDriver, NodeName: testNode}, "Client.ResourceSlices is nil"},
+		{Options{Client: slicesOnly, DriverName: testDriver, NodeName: testNode}, "Client.Nodes is nil and NodeUID is empty"},
+		{Options{Client: fakeClient(), DriverName: "Not_A_Driver", NodeName: testNode}, "Not_A_Driver"},
+		{Options{Client: fakeClient(), DriverName: testDriver}, "NodeName is empty"},
+		{Options{Client: fakeClient(), DriverName: testDriver, NodeName: "UPPER"}, "UPPER"},
 	} {
-		if _, err := New(o); !errors.Is(err, ErrInvalidOptions) {
-			t.Errorf("New(%+v) = %v, want ErrInvalidOptions", o, err)
+		_, err := New(tc.opts)
+		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidOptions naming %q", tc.opts, err, tc.want)
 		}
+	}
+	// Nodes is only read for the owner's UID: with NodeUID given it may be nil.
+	if _, err := New(Options{Client: slicesOnly, DriverName: testDriver, NodeName: testNode, NodeUID: "uid-1"}); err != nil {
+		t.Errorf("New without Nodes but with NodeUID: %v", err)
 	}
 }
 

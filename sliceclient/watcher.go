@@ -81,8 +81,8 @@ func MaxWritesInFlight(n int) WatcherOption {
 // NewWatcher checks driverName and the options and returns a Watcher that
 // does nothing until a publisher using it starts.
 func NewWatcher(client Client, driverName string, opts ...WatcherOption) (*Watcher, error) {
-	if client == nil {
-		return nil, fmt.Errorf("%w: Watcher client is nil", ErrInvalidOptions)
+	if client.ResourceSlices == nil {
+		return nil, fmt.Errorf("%w: Watcher client has no ResourceSlices", ErrInvalidOptions)
 	}
 	if err := ValidateDriverName(driverName); err != nil {
 		return nil, err
@@ -192,7 +192,7 @@ func (w *Watcher) subscribe(node string, observe func(obj any, deleted bool)) (u
 
 // newSliceInformer watches the ResourceSlices that selector picks.
 func newSliceInformer(client Client, selector string, indexers cache.Indexers) cache.SharedIndexInformer {
-	slices := client.ResourceV1().ResourceSlices()
+	slices := client.ResourceSlices
 	return cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector

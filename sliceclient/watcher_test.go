@@ -28,7 +28,7 @@ func TestWatcherOptionErrors(t *testing.T) {
 		name string
 		make func() error
 	}{
-		{"nil client", func() error { _, err := NewWatcher(nil, testDriver); return err }},
+		{"nil client", func() error { _, err := NewWatcher(Client{}, testDriver); return err }},
 		{"invalid driver", func() error { _, err := NewWatcher(fakeClient(), "Not_A_Driver"); return err }},
 		{"negative MaxWritesInFlight", func() error { _, err := NewWatcher(fakeClient(), testDriver, MaxWritesInFlight(-1)); return err }},
 		{"watcher of another driver", func() error {
@@ -63,7 +63,7 @@ func TestStartAfterWatcherStopFails(t *testing.T) {
 // startShared starts a publisher for node that uses w.
 func startShared(t *testing.T, w *Watcher, node string, uid types.UID, inv Inventory) *Publisher {
 	t.Helper()
-	p, err := New(Options{Client: controlPlane(t), DriverName: testDriver, NodeName: node, NodeUID: uid, Watcher: w,
+	p, err := New(Options{Client: clientOf(controlPlane(t)), DriverName: testDriver, NodeName: node, NodeUID: uid, Watcher: w,
 		OnError: func(err error) { t.Logf("publisher for %s: %v", node, err) }})
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func startShared(t *testing.T, w *Watcher, node string, uid types.UID, inv Inven
 // restart only their own node's slices.
 func TestIntegrationSharedWatcher(t *testing.T) {
 	c := controlPlane(t)
-	w, err := NewWatcher(c, testDriver)
+	w, err := NewWatcher(clientOf(c), testDriver)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestIntegrationNodeUIDGivenSkipsNodeRead(t *testing.T) {
 		}
 	}
 	// The same without a UID reads the Node, which is not there.
-	p, err := New(Options{Client: c, DriverName: testDriver, NodeName: node})
+	p, err := New(Options{Client: clientOf(c), DriverName: testDriver, NodeName: node})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestIntegrationNodeUIDGivenSkipsNodeRead(t *testing.T) {
 func TestIntegrationWatcherHandsEventsToTheirNode(t *testing.T) {
 	client := controlPlane(t)
 	const driver = "dispatch.example.com" // no other test's slices
-	w, err := NewWatcher(client, driver)
+	w, err := NewWatcher(clientOf(client), driver)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestIntegrationWatcherMaxWritesInFlight(t *testing.T) {
 				t.Fatal(err)
 			}
 			driver := tc.name + ".bound.example.com"
-			w, err := NewWatcher(c, driver, tc.opts...)
+			w, err := NewWatcher(clientOf(c), driver, tc.opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -331,7 +331,7 @@ func TestIntegrationWatcherMaxWritesInFlight(t *testing.T) {
 				nodes[i] = createNode(t, c, fmt.Sprintf("bound-%s-%d", tc.name, i))
 				// 300 plain devices: three slices, created together.
 				pools[i] = Pool{Name: "pool-a", Devices: testDevices(fmt.Sprintf("dev-%d-", i), 300)}
-				p, err := New(Options{Client: c, DriverName: driver, NodeName: nodes[i].Name, NodeUID: nodes[i].UID, Watcher: w})
+				p, err := New(Options{Client: clientOf(c), DriverName: driver, NodeName: nodes[i].Name, NodeUID: nodes[i].UID, Watcher: w})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -272,7 +272,7 @@ func flat(slices [][]resourceapi.Device) sliceclient.Inventory {
 }
 
 func (s *scPub) start(ctx context.Context, node string, uid types.UID, slices [][]resourceapi.Device) error {
-	p, err := sliceclient.New(sliceclient.Options{Client: s.c, DriverName: s.driver, NodeName: node, NodeUID: uid, Watcher: s.watcher})
+	p, err := sliceclient.New(sliceclient.Options{Client: sliceClient(s.c), DriverName: s.driver, NodeName: node, NodeUID: uid, Watcher: s.watcher})
 	if err != nil {
 		return err
 	}
@@ -1023,7 +1023,7 @@ func manyNodes(ctx context.Context, im impl, newPub func() publisher, cnt *count
 			if sc, ok := pubs[i].(*scPub); ok && (benchFlags.sharedWatch || sc.maxWrites > 0) {
 				if watcher == nil {
 					var err error
-					if watcher, err = sliceclient.NewWatcher(sc.c, sc.driver, sliceclient.MaxWritesInFlight(sc.maxWrites)); err != nil {
+					if watcher, err = sliceclient.NewWatcher(sliceClient(sc.c), sc.driver, sliceclient.MaxWritesInFlight(sc.maxWrites)); err != nil {
 						return t0, t0, err
 					}
 				}
@@ -1130,4 +1130,9 @@ func fmtDur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
 	}
+}
+
+// sliceClient is the part of c that sliceclient uses.
+func sliceClient(c kubernetes.Interface) sliceclient.Client {
+	return sliceclient.Client{ResourceSlices: c.ResourceV1().ResourceSlices(), Nodes: c.CoreV1().Nodes()}
 }

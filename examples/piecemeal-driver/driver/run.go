@@ -57,7 +57,11 @@ func Run(ctx context.Context, o Options) error {
 
 	// Before this module: helper.PublishResources(ctx, resourceslice.DriverResources{...}).
 	publisher, err := sliceclient.New(sliceclient.Options{
-		Client: o.Client, DriverName: o.DriverName, NodeName: o.NodeName,
+		Client: sliceclient.Client{
+			ResourceSlices: o.Client.ResourceV1().ResourceSlices(),
+			Nodes:          o.Client.CoreV1().Nodes(),
+		},
+		DriverName: o.DriverName, NodeName: o.NodeName,
 		// Failed syncs are retried with backoff; they are worth a log
 		// line, not a restart.
 		OnError: func(err error) { log.Error(err, "Publishing ResourceSlices") },
