@@ -100,6 +100,15 @@ func (s *storedSlice) canon() *canonical {
 	return &s.canonical
 }
 
+// on returns s for obj, a copy of s.obj at the same resourceVersion that
+// the informer holds anyway, keeping the canonical form s has or will
+// compute: the publisher then keeps no decoded copy of its own.
+func (s *storedSlice) on(obj *resourceapi.ResourceSlice) *storedSlice {
+	n := &storedSlice{obj: obj}
+	n.canonOnce.Do(func() { n.canonical = *s.canon() })
+	return n
+}
+
 // storedAfterWrite is newStoredSlice for the server's answer to write w.
 // A device the server returned as it was sent (the usual case) reuses the
 // encoding w already has instead of encoding the device again; this is on

@@ -461,6 +461,11 @@ func (p *Publisher) observe(obj any, deleted bool) {
 		}
 	case cur != nil && cur.obj.ResourceVersion == slice.ResourceVersion:
 		echo = true
+		if cur.obj != slice {
+			// Usually the echo of our own write: the write's answer is
+			// dropped for the informer's copy of the same version.
+			p.stored[slice.Name] = cur.on(slice)
+		}
 	case cur == nil || rvNewer(slice.ResourceVersion, cur.obj.ResourceVersion):
 		p.stored[slice.Name] = newStoredSlice(slice)
 	default:
@@ -654,10 +659,16 @@ func (p *Publisher) writeDone(pool, name string, echo sliceEvent, ok bool) {
 // stored1 records what the server returned for a write, and whether it kept
 // everything that was sent.
 func (p *Publisher) stored1(w plannedWrite, got *resourceapi.ResourceSlice) {
+	got.ManagedFields = nil // as in the informer's cache (dropManagedFields)
 	s := storedAfterWrite(got, &w)
 	var dropped *DroppedFieldsError
 	p.mu.Lock()
-	if cur := p.stored[got.Name]; cur == nil || !rvNewer(cur.obj.ResourceVersion, got.ResourceVersion) {
+	switch cur := p.stored[got.Name]; {
+	case cur != nil && cur.obj.ResourceVersion == got.ResourceVersion:
+		// The watch delivered this version before the answer came: keep
+		// the informer's copy, with the canonical form computed here.
+		p.stored[got.Name] = s.on(cur.obj)
+	case cur == nil || !rvNewer(cur.obj.ResourceVersion, got.ResourceVersion):
 		p.stored[got.Name] = s
 	}
 	if !s.canon().equal(&w.canon) {

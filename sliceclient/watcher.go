@@ -193,7 +193,7 @@ func (w *Watcher) subscribe(node string, observe func(obj any, deleted bool)) (u
 // newSliceInformer watches the ResourceSlices that selector picks.
 func newSliceInformer(client Client, selector string, indexers cache.Indexers) cache.SharedIndexInformer {
 	slices := client.ResourceSlices
-	return cache.NewSharedIndexInformer(&cache.ListWatch{
+	informer := cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
 			return slices.List(ctx, o)
@@ -203,6 +203,21 @@ func newSliceInformer(client Client, selector string, indexers cache.Indexers) c
 			return slices.Watch(ctx, o)
 		},
 	}, &resourceapi.ResourceSlice{}, 0, indexers)
+	// Nothing here reads managedFields, and for a slice they list every
+	// device's fields again: the cache (and the publisher's view, which
+	// shares its objects) holds the slices without them. An update sent
+	// without managedFields leaves the server's as they are.
+	if err := informer.SetTransform(dropManagedFields); err != nil {
+		panic(err) // only fails once started; this one was just made
+	}
+	return informer
+}
+
+func dropManagedFields(obj any) (any, error) {
+	if slice, ok := obj.(*resourceapi.ResourceSlice); ok {
+		slice.ManagedFields = nil
+	}
+	return obj, nil
 }
 
 // run starts the informer once; later calls do nothing.

@@ -373,3 +373,67 @@ func TestIntegrationWatcherMaxWritesInFlight(t *testing.T) {
 		})
 	}
 }
+
+// The publisher keeps no decoded copy of its slices besides the watch's
+// cache: after its writes, every slice it knows is the cache's object
+// (whichever of the write's answer and its watch event came first), and
+// neither holds managedFields, which the server still keeps (an update
+// sent without them leaves them as they were).
+func TestIntegrationOneCopyOfEachSlice(t *testing.T) {
+	c := controlPlane(t)
+	w, err := NewWatcher(clientOf(c), testDriver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	node := createNode(t, c, "one-copy")
+	pool := Pool{Name: "pool-a", Devices: testDevices("dev-", 300)} // three slices
+	p := startShared(t, w, node.Name, node.UID, Inventory{Pools: []Pool{pool}})
+	// One device changed: an update of one slice.
+	pool.Devices = append([]resourceapi.Device(nil), pool.Devices...)
+	pool.Devices[0] = testDevice(pool.Devices[0].Name, "changed")
+	if err := p.Update(Inventory{Pools: []Pool{pool}}); err != nil {
+		t.Fatal(err)
+	}
+	waitSynced(t, p)
+	if st := p.Stats(); st.Updates == 0 {
+		t.Fatalf("no update written: %+v", st)
+	}
+	waitPool(t, c, node.Name, pool)
+
+	shared := func() (string, bool) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if len(p.stored) == 0 {
+			return "the publisher knows no slice", false
+		}
+		for name, s := range p.stored {
+			cached, ok, err := w.informer.GetStore().GetByKey(name)
+			switch {
+			case err != nil || !ok:
+				return fmt.Sprintf("slice %s is not in the watch's cache (%v)", name, err), false
+			case s.obj != cached:
+				return fmt.Sprintf("slice %s: the publisher holds its own copy of resourceVersion %s", name, s.obj.ResourceVersion), false
+			case s.obj.ManagedFields != nil:
+				return fmt.Sprintf("slice %s kept its managedFields", name), false
+			}
+		}
+		return "", true
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		why, ok := shared()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(why)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, s := range listSlices(t, c, node.Name) {
+		if len(s.ManagedFields) == 0 {
+			t.Errorf("slice %s has no managedFields on the server", s.Name)
+		}
+	}
+}
