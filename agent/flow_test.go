@@ -157,7 +157,7 @@ func TestStandalonePrepareUnprepare(t *testing.T) {
 
 func TestPrepareRejectsUnusableClaims(t *testing.T) {
 	e := newTestEnv(t, gpuDriver)
-	e.start(t, Options{})
+	a := e.start(t, Options{})
 	k := connectKubelet(t, e.cfg, gpuDriver)
 	ok := claim("default", "ok", "00000000-0000-0000-0000-00000000000a", "node-a", [2]string{gpuDriver, "gpu-0"})
 	otherNode := claim("default", "elsewhere", "00000000-0000-0000-0000-00000000000b", "node-b", [2]string{gpuDriver, "gpu-0"})
@@ -183,6 +183,14 @@ func TestPrepareRejectsUnusableClaims(t *testing.T) {
 		if r == nil || !strings.Contains(r.Error, want) {
 			t.Errorf("claim %s: result %+v, want an error containing %q", c.Name, r, want)
 		}
+		// A new claim is recorded while it is read; a refused one must
+		// not stay in the record.
+		if e, err := a.cache.Get(string(c.UID)); err == nil {
+			t.Errorf("refused claim %s/%s (UID %s) left in the record as %s", c.Namespace, c.Name, c.UID, e.State)
+		}
+	}
+	if n := a.cache.Len(); n != 1 {
+		t.Errorf("record holds %d claims, want only %s", n, ok.Name)
 	}
 }
 

@@ -54,7 +54,8 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 	defer unlock()
 	timer.phase(phaseLockWait, timer.start)
 
-	if e, err := a.cache.Get(req.UID); err == nil && e.PreparedInCurrentBoot() {
+	e, err := a.cache.Get(req.UID)
+	if err == nil && e.PreparedInCurrentBoot() {
 		if e.Claim.Namespace != req.Namespace || e.Claim.Name != req.Name {
 			return nil, fmt.Errorf("%w: UID %s is recorded as %s/%s", ErrClaimNotUsable, req.UID, e.Claim.Namespace, e.Claim.Name)
 		}
@@ -64,23 +65,47 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 		log.V(2).Info("Claim already prepared in this boot, answered from the record")
 		return devicesOf(e, driverName), nil
 	}
-
+	ref := claimcache.ClaimRef{Namespace: req.Namespace, Name: req.Name, UID: req.UID}
+	// A claim the record knows nothing about, by UID or by name (the usual
+	// case), is recorded as PrepareStarted while it is read: the record
+	// needs only what the kubelet sent, and the commit's fsync and the GET
+	// overlap. If the claim then turns out unusable, the entry, which no
+	// plugin has seen, is dropped again. Every other case (a retry, a
+	// reboot, the same name under another UID) is decided after the read,
+	// as it may mean unpreparing something.
+	var recordedEarly chan error
+	if errors.Is(err, claimcache.ErrNotFound) && a.unknownName(ref) {
+		recordedEarly = make(chan error, 1)
+		go func() {
+			t0 := time.Now()
+			_, err := a.cache.StartPrepare(ref, "")
+			if err == nil {
+				timer.phase(phaseRecordStarted, t0)
+			}
+			recordedEarly <- err
+		}()
+	}
 	t0 := time.Now()
 	claim, err := a.claims.GetClaim(ctx, req.Namespace, req.Name)
+	var hosted []string
+	if err == nil {
+		timer.phase(phaseClaimFetch, t0)
+		hosted, err = a.check(claim, req, driverName)
+	}
+	started := recordedEarly != nil && <-recordedEarly == nil
 	if err != nil {
+		if started {
+			a.dropUnusedEntry(ctx, ref)
+		}
 		return nil, err
 	}
-	timer.phase(phaseClaimFetch, t0)
-	hosted, err := a.check(claim, req, driverName)
-	if err != nil {
-		return nil, err
+	if !started {
+		t0 = time.Now()
+		if err := a.startPrepare(ctx, ref); err != nil {
+			return nil, err
+		}
+		timer.phase(phaseRecordStarted, t0)
 	}
-	ref := claimcache.ClaimRef{Namespace: req.Namespace, Name: req.Name, UID: req.UID}
-	t0 = time.Now()
-	if err := a.startPrepare(ctx, ref); err != nil {
-		return nil, err
-	}
-	timer.phase(phaseRecordStarted, t0)
 	recorded := map[string][]claimcache.Device{}
 	for _, name := range hosted {
 		devs, err := a.prepareDriver(ctx, claim, name, timer)
@@ -92,13 +117,34 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 		recorded[name] = devs
 	}
 	t0 = time.Now()
-	e, err := a.cache.FinishPrepare(req.UID, recorded)
+	e, err = a.cache.FinishPrepare(req.UID, recorded)
 	if err != nil {
 		return nil, fmt.Errorf("recording claim %s as prepared: %w", ref, err)
 	}
 	timer.phase(phaseRecordPrepared, t0)
 	log.Info("Claim prepared", "drivers", hosted)
 	return devicesOf(e, driverName), nil
+}
+
+// unknownName reports whether the record has no claim of ref's namespace
+// and name.
+func (a *Agent) unknownName(ref claimcache.ClaimRef) bool {
+	_, err := a.cache.LookupName(ref.Namespace, ref.Name)
+	return errors.Is(err, claimcache.ErrNotFound)
+}
+
+// dropUnusedEntry removes the PrepareStarted entry Prepare recorded for a
+// claim that it then found unusable: no plugin was called for it, so
+// nothing needs unpreparing. Should the removal fail, the entry is harmless:
+// an Unprepare, the next Prepare or the next start rolls it back.
+func (a *Agent) dropUnusedEntry(ctx context.Context, ref claimcache.ClaimRef) {
+	_, err := a.cache.StartUnprepare(ref.UID)
+	if err == nil {
+		err = a.cache.Remove(ref.UID)
+	}
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "Dropping the record of a claim that could not be prepared")
+	}
 }
 
 // startPrepare records PrepareStarted, first unpreparing what stands in the
