@@ -66,15 +66,16 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 		return devicesOf(e, driverName), nil
 	}
 	ref := claimcache.ClaimRef{Namespace: req.Namespace, Name: req.Name, UID: req.UID}
-	// A claim the record knows nothing about, by UID or by name (the usual
-	// case), is recorded as PrepareStarted while it is read: the record
-	// needs only what the kubelet sent, and the commit's fsync and the GET
-	// overlap. If the claim then turns out unusable, the entry, which no
-	// plugin has seen, is dropped again. Every other case (a retry, a
-	// reboot, the same name under another UID) is decided after the read,
-	// as it may mean unpreparing something.
+	// A claim the record knows nothing about (the usual case) is recorded
+	// as PrepareStarted while it is read: the record needs only what the
+	// kubelet sent, and the commit's fsync and the GET overlap. If the
+	// claim then turns out unusable, the entry, which no plugin has seen,
+	// is dropped again. Every other case (a retry, a reboot, and the same
+	// name recorded under another UID, which StartPrepare refuses without
+	// writing) is decided after the read, as it may mean unpreparing
+	// something.
 	var recordedEarly chan error
-	if errors.Is(err, claimcache.ErrNotFound) && a.unknownName(ref) {
+	if errors.Is(err, claimcache.ErrNotFound) {
 		recordedEarly = make(chan error, 1)
 		go func() {
 			t0 := time.Now()
@@ -124,13 +125,6 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 	timer.phase(phaseRecordPrepared, t0)
 	log.Info("Claim prepared", "drivers", hosted)
 	return devicesOf(e, driverName), nil
-}
-
-// unknownName reports whether the record has no claim of ref's namespace
-// and name.
-func (a *Agent) unknownName(ref claimcache.ClaimRef) bool {
-	_, err := a.cache.LookupName(ref.Namespace, ref.Name)
-	return errors.Is(err, claimcache.ErrNotFound)
 }
 
 // dropUnusedEntry removes the PrepareStarted entry Prepare recorded for a
