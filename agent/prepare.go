@@ -129,8 +129,9 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 
 // dropUnusedEntry removes the PrepareStarted entry Prepare recorded for a
 // claim that it then found unusable: no plugin was called for it, so
-// nothing needs unpreparing. Should the removal fail, the entry is harmless:
-// an Unprepare, the next Prepare or the next start rolls it back.
+// nothing needs unpreparing. Should the removal fail, the entry is harmless
+// (it names no devices): the claim's next Prepare or an Unprepare finishes
+// it, and one left in UnprepareStarted is also finished at the next start.
 func (a *Agent) dropUnusedEntry(ctx context.Context, ref claimcache.ClaimRef) {
 	_, err := a.cache.StartUnprepare(ref.UID)
 	if err == nil {
