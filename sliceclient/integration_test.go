@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,8 +63,15 @@ func controlPlane(t *testing.T) kubernetes.Interface {
 	return envClient
 }
 
+// nodeSeq makes node names unique within the test binary, whose control
+// plane outlives one run of a test (go test -count=N).
+var nodeSeq atomic.Int64
+
+// createNode creates a Node named after name, with a suffix that keeps it
+// apart from the Nodes of earlier runs; use the returned Node's name.
 func createNode(t *testing.T, c kubernetes.Interface, name string) *corev1.Node {
 	t.Helper()
+	name = fmt.Sprintf("%s-%d", name, nodeSeq.Add(1))
 	node, err := c.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating Node %s: %v", name, err)

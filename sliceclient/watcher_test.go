@@ -187,6 +187,12 @@ func TestIntegrationWatcherHandsEventsToTheirNode(t *testing.T) {
 	}
 	ctx := context.Background()
 	api := client.ResourceV1().ResourceSlices()
+	// A clean start when the test runs again on the same control plane.
+	if err := api.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{
+		FieldSelector: fields.Set{resourceapi.ResourceSliceSelectorDriver: driver}.String(),
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := api.Create(ctx, slice("before", "node-a"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,11 @@ func TestHarnessSchedulesAndKubeletWipes(t *testing.T) {
 	needCluster(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const nodeName, ns, driver = "harness-node", "harness", "harness.example.com"
+	const driver = "harness.example.com"
+	// Names of their own for each run: the control plane outlives a run
+	// (go test -count=N), and DeleteNode leaves the node's lease.
+	nodeName := fmt.Sprintf("harness-node-%d", nodeSeq.Add(1))
+	ns := nodeName
 	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}

@@ -117,9 +117,10 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 	for i, p := range pods {
 		wg.Go(func() { errs[i] = n.prepare(p, prepareTimeout) })
 	}
-	// A claim in the agent's record (PrepareStarted is recorded right
-	// before the plugin call; none was recorded before) means calls are
-	// reaching the frozen plugin; the error count below confirms it.
+	// A claim in the agent's record (PrepareStarted is recorded while the
+	// claim is read, just before the plugin call; none was recorded
+	// before) means calls are on their way to the frozen plugin; the pause
+	// lets them arrive, and the error count below confirms they did.
 	err = harness.Poll(n.ctx, 20*time.Millisecond, 60*time.Second, "a claim recorded by the agent", func(context.Context) (bool, error) {
 		return n.gauge("dranode_claims_recorded") > 0, nil
 	})
