@@ -12,11 +12,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -55,11 +53,8 @@ func BuildBinaries(repoRoot, dir string) (Binaries, error) {
 		{"agent", "./cmd/dranode-agent", b.Agent},
 		{"examples", "./gpu", b.GPUPlugin},
 	} {
-		cmd := exec.Command("go", "build", "-o", job.out, job.pkg)
-		cmd.Dir = filepath.Join(repoRoot, job.module)
-		cmd.Env = append(os.Environ(), "GOWORK=off")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return Binaries{}, &BuildError{Binary: job.module + "/" + strings.TrimPrefix(job.pkg, "./"), Output: string(out), Err: err}
+		if err := BuildBinary(filepath.Join(repoRoot, job.module), job.pkg, job.out); err != nil {
+			return Binaries{}, err
 		}
 	}
 	return b, nil
@@ -104,8 +99,11 @@ type AgentOptions struct {
 	Log io.Writer
 }
 
-// Agent is a dranode-agent process and the files it owns.
+// Agent is a dranode-agent process and the files it owns. Its plugins run
+// in its process group: Kill ends the agent alone (they notice the broken
+// connection themselves, as after a crash), Stop ends them too.
 type Agent struct {
+	*Process
 	Opts       AgentOptions
 	ConfigPath string
 	StateDir   string
@@ -113,13 +111,6 @@ type Agent struct {
 	BootIDFile string
 	DevRoot    string
 	HTTPAddr   string
-	LogPath    string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exit   chan struct{}
-	err    error
-	groups []int // process groups of every agent started, for Stop
 }
 
 // NewAgent lays out the agent's directories and writes its configuration;
@@ -132,7 +123,10 @@ func NewAgent(o AgentOptions) (*Agent, error) {
 		CDIDir:     filepath.Join(o.Dir, "cdi"),
 		BootIDFile: filepath.Join(o.Dir, "boot_id"),
 		DevRoot:    filepath.Join(o.Dir, "dev"),
-		LogPath:    filepath.Join(o.Dir, "agent.log"),
+	}
+	a.Process = &Process{
+		Path: o.Bins.Agent, Args: []string{"--config", a.ConfigPath},
+		LogPath: filepath.Join(o.Dir, "agent.log"), Output: o.Log,
 	}
 	for _, d := range []string{o.Dir, a.StateDir, a.CDIDir, o.RegistryDir, o.PluginsDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
@@ -257,119 +251,8 @@ func (a *Agent) WriteConfig() error {
 }
 
 // ErrAgentExited is returned when the agent process ended while the harness
-// waited for it to do something.
-var ErrAgentExited = errors.New("dranode-agent exited")
-
-// Start runs the agent process with the configuration file.
-func (a *Agent) Start() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.cmd != nil {
-		return errors.New("agent already running")
-	}
-	logFile, err := os.OpenFile(a.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("agent log: %w", err)
-	}
-	var out io.Writer = logFile
-	if a.Opts.Log != nil {
-		out = io.MultiWriter(logFile, a.Opts.Log)
-	}
-	cmd := exec.Command(a.Opts.Bins.Agent, "--config", a.ConfigPath)
-	cmd.Stdout, cmd.Stderr = out, out
-	// Own process group: a test's SIGKILL of the agent must not leave its
-	// plugins behind when the harness cleans up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("start %s: %w", a.Opts.Bins.Agent, err)
-	}
-	exit := make(chan struct{})
-	a.cmd, a.exit = cmd, exit
-	a.groups = append(a.groups, cmd.Process.Pid)
-	go func() {
-		err := cmd.Wait()
-		logFile.Close()
-		a.mu.Lock()
-		a.err = err
-		a.mu.Unlock()
-		close(exit)
-	}()
-	return nil
-}
-
-// PID is the agent's process ID (0 when not running).
-func (a *Agent) PID() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.cmd == nil {
-		return 0
-	}
-	return a.cmd.Process.Pid
-}
-
-// Exited is closed when the current agent process has ended.
-func (a *Agent) Exited() <-chan struct{} {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.exit
-}
-
-// Kill sends SIGKILL to the agent alone (its plugins notice the broken
-// connection themselves, as after a crash) and waits for it to end.
-func (a *Agent) Kill() { a.signal(syscall.SIGKILL, false) }
-
-// Stop sends SIGTERM and waits; after 20 s the whole process group is
-// killed. Plugins left behind by an earlier Kill (they outlive their agent,
-// in its process group) are killed too.
-func (a *Agent) Stop() {
-	a.signal(syscall.SIGTERM, true)
-	a.mu.Lock()
-	groups := a.groups
-	a.groups = nil
-	a.mu.Unlock()
-	for _, g := range groups {
-		_ = syscall.Kill(-g, syscall.SIGKILL)
-	}
-}
-
-func (a *Agent) signal(sig syscall.Signal, group bool) {
-	a.mu.Lock()
-	cmd, exit := a.cmd, a.exit
-	a.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	pgid := cmd.Process.Pid
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-exit:
-	case <-time.After(20 * time.Second):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-exit
-	}
-	if group {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	}
-	a.mu.Lock()
-	a.cmd = nil
-	a.mu.Unlock()
-}
-
-// Log returns what the agent has written so far.
-func (a *Agent) Log() string {
-	data, _ := os.ReadFile(a.LogPath)
-	return string(data)
-}
-
-// LogTail is the last n lines of the agent's log, for failure messages.
-func (a *Agent) LogTail(n int) string {
-	lines := strings.Split(strings.TrimRight(a.Log(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+// waited for it to do something; it matches ErrProcessExited.
+var ErrAgentExited = fmt.Errorf("dranode-agent: %w", ErrProcessExited)
 
 // WaitReady waits until /readyz answers 200: every plugin up and
 // registered.
@@ -378,7 +261,7 @@ func (a *Agent) WaitReady(ctx context.Context, timeout time.Duration) error {
 	return Poll(ctx, 50*time.Millisecond, timeout, "agent /readyz", func(ctx context.Context) (bool, error) {
 		select {
 		case <-exit:
-			return false, fmt.Errorf("%w: %v; log:\n%s", ErrAgentExited, a.exitErr(), a.LogTail(30))
+			return false, fmt.Errorf("%w: %v; log:\n%s", ErrAgentExited, a.ExitError(), a.LogTail(30))
 		default:
 		}
 		body, code, err := a.get(ctx, "/readyz")
@@ -399,16 +282,6 @@ func (a *Agent) Ready(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("agent /readyz: %w", err)
 	}
 	return code == http.StatusOK, nil
-}
-
-// ExitError is how the last agent process ended (nil: status 0 or still
-// running).
-func (a *Agent) ExitError() error { return a.exitErr() }
-
-func (a *Agent) exitErr() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.err
 }
 
 func (a *Agent) get(ctx context.Context, path string) ([]byte, int, error) {

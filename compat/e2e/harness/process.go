@@ -3,6 +3,7 @@ package harness
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,18 +33,21 @@ func BuildBinary(moduleDir, pkg, out string) error {
 // CAP_MKNOD.
 func MakeDeviceNodes(dir string, n int) error { return makeDeviceNodes(dir, n) }
 
-// Process is a driver binary (any DRA kubelet plugin) running as a child
-// process with its output in a log file, for tests that start, kill and
-// restart it.
+// Process is a binary (the agent, or any DRA kubelet plugin) running as a
+// child process in a process group of its own, with its output in a log
+// file, for tests that start, kill and restart it.
 type Process struct {
 	Path    string
 	Args    []string
 	LogPath string
+	// Output, when set, also receives the process's output.
+	Output io.Writer
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	exit chan struct{}
-	err  error
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exit   chan struct{}
+	err    error
+	groups []int // the process group of every start, for Stop
 }
 
 // ErrProcessExited is returned when a Process ended while the harness
@@ -61,8 +65,14 @@ func (p *Process) Start() error {
 	if err != nil {
 		return fmt.Errorf("log of %s: %w", p.Path, err)
 	}
+	var out io.Writer = logFile
+	if p.Output != nil {
+		out = io.MultiWriter(logFile, p.Output)
+	}
 	cmd := exec.Command(p.Path, p.Args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Stdout, cmd.Stderr = out, out
+	// Own process group: children it starts (an agent's plugins) must not
+	// outlive the test when it is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
@@ -70,6 +80,7 @@ func (p *Process) Start() error {
 	}
 	exit := make(chan struct{})
 	p.cmd, p.exit, p.err = cmd, exit, nil
+	p.groups = append(p.groups, cmd.Process.Pid)
 	go func() {
 		err := cmd.Wait()
 		logFile.Close()
@@ -105,36 +116,57 @@ func (p *Process) ExitError() error {
 	return p.err
 }
 
-// Kill ends the process with SIGKILL, a crash, and waits for it.
-func (p *Process) Kill() { p.signal(syscall.SIGKILL) }
+// Kill ends the process alone with SIGKILL, a crash, and waits for it; its
+// children notice the broken connection themselves.
+func (p *Process) Kill() { p.signal(syscall.SIGKILL, false) }
 
 // Stop sends SIGTERM and waits; after 20 s the process group is killed.
-func (p *Process) Stop() { p.signal(syscall.SIGTERM) }
+// Then the process group of every earlier start is killed too, so that
+// children left behind by a Kill do not outlive the test.
+func (p *Process) Stop() {
+	p.signal(syscall.SIGTERM, true)
+	p.mu.Lock()
+	groups := p.groups
+	p.groups = nil
+	p.mu.Unlock()
+	for _, g := range groups {
+		_ = syscall.Kill(-g, syscall.SIGKILL)
+	}
+}
 
-func (p *Process) signal(sig syscall.Signal) {
+func (p *Process) signal(sig syscall.Signal, group bool) {
 	p.mu.Lock()
 	cmd, exit := p.cmd, p.exit
 	p.mu.Unlock()
 	if cmd == nil {
 		return
 	}
+	pgid := cmd.Process.Pid
 	_ = cmd.Process.Signal(sig)
 	select {
 	case <-exit:
 	case <-time.After(20 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-exit
+	}
+	if group {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 	p.mu.Lock()
 	p.cmd = nil
 	p.mu.Unlock()
 }
 
+// Log is what the process has written so far.
+func (p *Process) Log() string {
+	data, _ := os.ReadFile(p.LogPath)
+	return string(data)
+}
+
 // LogTail is the last n lines of the process's output, for failure
 // messages.
 func (p *Process) LogTail(n int) string {
-	data, _ := os.ReadFile(p.LogPath)
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	lines := strings.Split(strings.TrimRight(p.Log(), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
