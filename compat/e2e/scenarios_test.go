@@ -174,19 +174,17 @@ func (n *node) gauge(name string) float64 {
 // prepare that succeeds while the mark is there did not call the plugin.
 func (n *node) MarkUnhealthy(pod *corev1.Pod) (unmark func()) {
 	n.t.Helper()
-	var marks []string
+	var devices []harness.SimulatedGPU
 	for _, r := range n.allocatedDevices(pod) {
-		mark := filepath.Join(n.agent.DevRoot, r[0], strings.Replace(r[1], "gpu-", "gpu", 1)) + ".unhealthy"
-		if err := os.WriteFile(mark, nil, 0o644); err != nil {
-			n.t.Fatal(err)
-		}
-		marks = append(marks, mark)
+		devices = append(devices, harness.SimulatedGPU{Dir: filepath.Join(n.agent.DevRoot, r[0]), Device: r[1]})
+	}
+	remove, err := harness.MarkUnhealthy(devices...)
+	if err != nil {
+		n.t.Fatal(err)
 	}
 	return func() {
-		for _, m := range marks {
-			if err := os.Remove(m); err != nil {
-				n.t.Fatal(err)
-			}
+		if err := remove(); err != nil {
+			n.t.Fatal(err)
 		}
 	}
 }
@@ -202,11 +200,8 @@ func (n *node) RestartNode(bootID string) {
 			n.t.Fatal(err)
 		}
 		// /var/run is a tmpfs: a reboot takes the CDI specs with it.
-		entries, _ := os.ReadDir(n.agent.CDIDir)
-		for _, e := range entries {
-			if err := os.RemoveAll(filepath.Join(n.agent.CDIDir, e.Name())); err != nil {
-				n.t.Fatal(err)
-			}
+		if err := harness.EmptyDir(n.agent.CDIDir); err != nil {
+			n.t.Fatal(err)
 		}
 	}
 	n.startAgent()

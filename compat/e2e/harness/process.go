@@ -33,6 +33,47 @@ func BuildBinary(moduleDir, pkg, out string) error {
 // CAP_MKNOD.
 func MakeDeviceNodes(dir string, n int) error { return makeDeviceNodes(dir, n) }
 
+// SimulatedGPU is device ("gpu-N") of a simulated GPU driver (gpu-plugin,
+// the piecemeal driver) whose device nodes (gpuN) are in Dir.
+type SimulatedGPU struct{ Dir, Device string }
+
+// MarkUnhealthy puts the mark next to each device's node that makes the
+// simulated GPU drivers refuse to prepare it and report it unhealthy;
+// unmark removes the marks.
+func MarkUnhealthy(devices ...SimulatedGPU) (unmark func() error, err error) {
+	var marks []string
+	unmark = func() error {
+		var errs []error
+		for _, m := range marks {
+			errs = append(errs, os.Remove(m))
+		}
+		return errors.Join(errs...)
+	}
+	for _, d := range devices {
+		mark := filepath.Join(d.Dir, strings.Replace(d.Device, "gpu-", "gpu", 1)) + ".unhealthy"
+		if err := os.WriteFile(mark, nil, 0o644); err != nil {
+			return nil, errors.Join(fmt.Errorf("marking %s unhealthy: %w", d.Device, err), unmark())
+		}
+		marks = append(marks, mark)
+	}
+	return unmark, nil
+}
+
+// EmptyDir removes everything in dir, as a reboot empties a tmpfs such as
+// /var/run (and the CDI specs in it).
+func EmptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Process is a binary (the agent, or any DRA kubelet plugin) running as a
 // child process in a process group of its own, with its output in a log
 // file, for tests that start, kill and restart it.

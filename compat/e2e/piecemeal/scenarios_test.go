@@ -2,8 +2,6 @@ package piecemeal
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/dranode/dranode/compat/e2e/harness"
 	"github.com/dranode/dranode/compat/e2e/scenarios"
 )
 
@@ -126,19 +125,17 @@ func TestDriverRestartMidway(t *testing.T) {
 // record.
 func (n *node) MarkUnhealthy(pod *corev1.Pod) (unmark func()) {
 	n.t.Helper()
-	var marks []string
+	var devices []harness.SimulatedGPU
 	for _, dev := range n.allocatedDevices(pod) {
-		mark := filepath.Join(n.devRoot, strings.Replace(dev, "gpu-", "gpu", 1)) + ".unhealthy"
-		if err := os.WriteFile(mark, nil, 0o644); err != nil {
-			n.t.Fatal(err)
-		}
-		marks = append(marks, mark)
+		devices = append(devices, harness.SimulatedGPU{Dir: n.devRoot, Device: dev})
+	}
+	remove, err := harness.MarkUnhealthy(devices...)
+	if err != nil {
+		n.t.Fatal(err)
 	}
 	return func() {
-		for _, m := range marks {
-			if err := os.Remove(m); err != nil {
-				n.t.Fatal(err)
-			}
+		if err := remove(); err != nil {
+			n.t.Fatal(err)
 		}
 	}
 }
@@ -152,11 +149,8 @@ func (n *node) RestartNode(bootID string) {
 	n.driver.Stop()
 	if bootID != "" {
 		n.setBootID(bootID)
-		entries, _ := os.ReadDir(n.cdiDir)
-		for _, e := range entries {
-			if err := os.RemoveAll(filepath.Join(n.cdiDir, e.Name())); err != nil {
-				n.t.Fatal(err)
-			}
+		if err := harness.EmptyDir(n.cdiDir); err != nil {
+			n.t.Fatal(err)
 		}
 	}
 	n.startDriver()
