@@ -210,7 +210,7 @@ func BenchmarkPrepareOneClaimKubeletFloor(b *testing.B) {
 	n := newNode(b, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 8})
 	n.start()
 	benchPrepareOne(b, n, "f", func(pods []*corev1.Pod) {
-		n.prepareAll(pods, prepareTimeout)
+		n.PrepareAll(pods)
 		n.restartKubeletFresh()
 	})
 }
@@ -233,7 +233,7 @@ func benchPrepareOne(b *testing.B, n *node, prefix string, setup func(pods []*co
 		cpu.begin(b)
 		b.StartTimer()
 		start := time.Now()
-		if err := n.kubelet.DRA.PrepareResources(n.ctx, pods[0]); err != nil {
+		if err := n.Kubelet().DRA.PrepareResources(n.ctx, pods[0]); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(start))
@@ -282,7 +282,7 @@ func benchPrepareConcurrent(b *testing.B, tweak func(*harness.AgentOptions), flo
 		ps := n.SchedulePods(fmt.Sprintf("c%d", i), pods)
 		i++
 		if floor {
-			n.prepareAll(ps, prepareTimeout)
+			n.PrepareAll(ps)
 			n.restartKubeletFresh()
 		}
 		cpu.begin(b)
@@ -293,7 +293,7 @@ func benchPrepareConcurrent(b *testing.B, tweak func(*harness.AgentOptions), flo
 		for j, p := range ps {
 			wg.Go(func() {
 				t0 := time.Now()
-				errs[j] = n.kubelet.DRA.PrepareResources(n.ctx, p)
+				errs[j] = n.Kubelet().DRA.PrepareResources(n.ctx, p)
 				d := time.Since(t0)
 				mu.Lock()
 				lat = append(lat, d)
@@ -329,8 +329,8 @@ func benchPrepareConcurrent(b *testing.B, tweak func(*harness.AgentOptions), flo
 // the drivers and the agent put back the slices its start wiped.
 func (n *node) restartKubeletFresh() {
 	n.t.Helper()
-	n.stopKubelet()
-	if err := os.RemoveAll(n.kubeDir); err != nil {
+	n.StopKubelet()
+	if err := os.RemoveAll(n.KubeletDir()); err != nil {
 		n.t.Fatal(err)
 	}
 	n.startKubelet()
@@ -369,8 +369,8 @@ func benchAgentRSS(b *testing.B, driverCount int) {
 		cpuBefore := agentCPUSeconds(b, n.agent.PID())
 		var all []*corev1.Pod
 		for chunk := 0; chunk < count; chunk += 100 {
-			ps := n.schedulePodsWith(fmt.Sprintf("m%d", chunk), 100, "any")
-			n.prepareAll(ps, prepareTimeout)
+			ps := n.Schedule(fmt.Sprintf("m%d", chunk), 100, "any")
+			n.PrepareAll(ps)
 			all = append(all, ps...)
 		}
 		loaded := readMemory(b, n.agent.PID())

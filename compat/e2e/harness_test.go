@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dranode/dranode/compat/e2e/harness"
+	"github.com/dranode/dranode/compat/e2e/scenarios"
 )
 
 // The harness without the agent: slices written directly make the real
@@ -25,9 +26,8 @@ func TestHarnessSchedulesAndKubeletWipes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const driver = "harness.example.com"
-	// Names of their own for each run: the control plane outlives a run
-	// (go test -count=N), and DeleteNode leaves the node's lease.
-	nodeName := fmt.Sprintf("harness-node-%d", nodeSeq.Add(1))
+	// Names of their own for each run: DeleteNode leaves the node's lease.
+	nodeName := scenarios.NodeName(t)
 	ns := nodeName
 	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)

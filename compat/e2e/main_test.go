@@ -2,27 +2,23 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/klog/v2"
 	draplugin "k8s.io/kubernetes/pkg/kubelet/cm/dra/plugin"
 
 	"github.com/dranode/dranode/compat/e2e/harness"
+	"github.com/dranode/dranode/compat/e2e/scenarios"
 )
 
 // Shared by every test: one control plane (nodes, namespaces and drivers'
@@ -65,24 +61,19 @@ func run(m *testing.M) int {
 // node is one test's node: a Node object, a namespace, an agent and a
 // kubelet sharing registration and plugin directories.
 type node struct {
-	t        testing.TB
-	ctx      context.Context
-	name     string
-	ns       string
-	dir      string
-	agent    *harness.Agent
-	kubelet  *harness.Kubelet
-	kubeDir  string // the kubelet's DRA state
-	drivers  []harness.GPUDriver
-	template string
-	// stoppedPods were active when the kubelet was stopped.
-	stoppedPods []*corev1.Pod
+	*scenarios.Host // the kubelet side
+	t               testing.TB
+	ctx             context.Context
+	name            string
+	ns              string
+	dir             string
+	agent           *harness.Agent
+	drivers         []harness.GPUDriver
+	template        string
 }
 
-var (
-	nameCleaner = regexp.MustCompile(`[^a-z0-9]+`)
-	nodeSeq     atomic.Int64
-)
+// The agent's node runs the shared scenarios (package scenarios).
+var _ scenarios.Node = (*node)(nil)
 
 // newNode brings up a node with an agent running drivers (default: one
 // gpu-plugin for gpu.example.com with 8 devices), waits for its slices,
@@ -105,20 +96,14 @@ func newNodeWith(t testing.TB, tweak func(*harness.AgentOptions), drivers ...har
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	name := strings.Trim(nameCleaner.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(name) > 50 {
-		name = strings.Trim(name[:50], "-")
-	}
-	// A benchmark function runs several times; objects of an earlier run
-	// (slices, leases: no garbage collector runs) must not collide.
-	name = fmt.Sprintf("%s-%d", name, nodeSeq.Add(1))
+	name := scenarios.NodeName(t)
 	// Short paths: unix socket paths are limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "e2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	n := &node{t: t, ctx: ctx, name: name, ns: name, dir: dir, kubeDir: filepath.Join(dir, "kubelet"), drivers: drivers}
+	n := &node{t: t, ctx: ctx, name: name, ns: name, dir: dir, drivers: drivers}
 	if err := cluster.EnsureNamespace(ctx, n.ns); err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +128,7 @@ func newNodeWith(t testing.TB, tweak func(*harness.AgentOptions), drivers ...har
 	if err != nil {
 		t.Fatal(err)
 	}
+	n.Host = scenarios.NewHost(t, ctx, cluster, n.name, n.ns, opts.RegistryDir, filepath.Join(dir, "kubelet"), n.agent.CDIDir)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("agent log tail:\n%s", n.agent.LogTail(40))
@@ -176,84 +162,22 @@ func (n *node) startAgent() {
 // driver and the agent is ready.
 func (n *node) startKubelet() {
 	n.t.Helper()
-	n.launchKubelet()
+	n.StartKubelet()
 	for _, d := range n.drivers {
-		n.waitRegistered(d.DriverName)
+		n.WaitRegistered(d.DriverName, n.agent.Process)
 	}
 	if err := n.agent.WaitReady(n.ctx, 60*time.Second); err != nil {
 		n.t.Fatal(err)
 	}
 }
 
-// launchKubelet starts the kubelet without waiting for anything.
-func (n *node) launchKubelet() {
-	n.t.Helper()
-	active := n.stoppedPods
-	n.stoppedPods = nil
-	k, err := harness.StartKubelet(n.ctx, harness.KubeletOptions{
-		Client: cluster.Client, NodeName: n.name,
-		RegistryDir: n.agent.Opts.RegistryDir, StateDir: n.kubeDir,
-		ActivePods: active, Logger: kubeletLogger(),
-	})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.kubelet = k
-	n.t.Cleanup(func() {
-		if n.kubelet == k {
-			k.Stop()
-			n.kubelet = nil
-		}
-	})
-}
-
-// stopKubelet stops the kubelet; the next launchKubelet starts with the
-// pods it had.
-func (n *node) stopKubelet() {
-	if n.kubelet != nil {
-		n.kubelet.Stop()
-		n.stoppedPods = n.kubelet.ActivePods()
-		n.kubelet = nil
-	}
-}
-
-// waitRegistered waits until the kubelet's DRA plugin manager has a usable
-// plugin for driver: registration went through the kubelet's own code.
-func (n *node) waitRegistered(driver string) {
-	n.t.Helper()
-	plugins := n.kubelet.DRA.GetWatcherHandler().(*draplugin.DRAPluginManager)
-	err := harness.Poll(n.ctx, 50*time.Millisecond, 60*time.Second, "kubelet registration of "+driver, func(context.Context) (bool, error) {
-		_, err := plugins.GetPlugin(driver)
-		return err == nil, err
-	})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-}
-
 func (n *node) waitSlices() {
 	n.t.Helper()
-	exited := n.agent.Exited()
-	err := harness.Poll(n.ctx, 50*time.Millisecond, 60*time.Second, "slices of "+n.name, func(ctx context.Context) (bool, error) {
-		select {
-		case <-exited:
-			return false, harness.ErrAgentExited
-		default:
-		}
-		list, err := cluster.NodeSlices(ctx, n.name)
-		if err != nil {
-			return false, err
-		}
-		for _, d := range n.drivers {
-			if got := harness.CountDevices(list, d.DriverName); got != d.NumDevices {
-				return false, fmt.Errorf("driver %s: %d devices published, want %d", d.DriverName, got, d.NumDevices)
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		n.t.Fatal(err)
+	devices := map[string]int{}
+	for _, d := range n.drivers {
+		devices[d.DriverName] = d.NumDevices
 	}
+	n.WaitSlices(n.agent.Process, devices)
 }
 
 // ensureTemplate creates the namespace's claim template (one device from
@@ -278,36 +202,7 @@ func (n *node) ensureTemplate() string {
 // and waits until the scheduler bound them and allocated their claims.
 func (n *node) SchedulePods(prefix string, count int) []*corev1.Pod {
 	n.t.Helper()
-	return n.schedulePodsWith(prefix, count, n.ensureTemplate())
-}
-
-// schedulePodsWith is SchedulePods with claims from another template.
-func (n *node) schedulePodsWith(prefix string, count int, tmpl string) []*corev1.Pod {
-	n.t.Helper()
-	pods, err := cluster.SchedulePods(n.ctx, n.ns, n.name, prefix, count, tmpl)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	for _, p := range pods {
-		n.kubelet.SetActive(p, true)
-	}
-	return pods
-}
-
-// prepare runs the kubelet's PrepareResources for pod, retrying like the
-// kubelet's pod workers do until it succeeds or timeout passes.
-func (n *node) prepare(pod *corev1.Pod, timeout time.Duration) error {
-	_, err := n.kubelet.Prepare(n.ctx, pod, timeout)
-	return err
-}
-
-// prepareAll prepares pods concurrently (as the kubelet's pod workers do)
-// and fails the test on any error.
-func (n *node) prepareAll(pods []*corev1.Pod, timeout time.Duration) {
-	n.t.Helper()
-	if err := n.kubelet.PrepareAll(n.ctx, pods, timeout); err != nil {
-		n.t.Fatal(err)
-	}
+	return n.Schedule(prefix, count, n.ensureTemplate())
 }
 
 // VerifyCDI checks what the kubelet would hand the runtime for pod: CDI
@@ -316,7 +211,7 @@ func (n *node) prepareAll(pods []*corev1.Pod, timeout time.Duration) {
 // allocated. It returns the IDs.
 func (n *node) VerifyCDI(pod *corev1.Pod) []string {
 	n.t.Helper()
-	ids, err := n.kubelet.CDIDevices(pod)
+	ids, err := n.Kubelet().CDIDevices(pod)
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -358,26 +253,6 @@ func gpuContainerPath(driver, device string) string {
 	return "/dev/" + driver + "/" + node
 }
 
-// UnprepareAll runs the kubelet's UnprepareResources for pods, deletes
-// them, and checks their CDI IDs no longer resolve.
-func (n *node) UnprepareAll(pods []*corev1.Pod, ids [][]string) {
-	n.t.Helper()
-	for i, p := range pods {
-		n.kubelet.SetActive(p, false)
-		if err := n.kubelet.DRA.UnprepareResources(n.ctx, p); err != nil {
-			n.t.Fatalf("unprepare %s: %v", p.Name, err)
-		}
-		if err := cluster.DeletePod(n.ctx, p); err != nil {
-			n.t.Fatal(err)
-		}
-		if ids != nil {
-			if _, err := harness.ResolveCDI(n.agent.CDIDir, ids[i]); !errors.Is(err, harness.ErrUnresolved) {
-				n.t.Errorf("pod %s: after unprepare its CDI IDs %v still resolve (err %v)", p.Name, ids[i], err)
-			}
-		}
-	}
-}
-
 // watchSlices records every change to the node's slices from now on (not
 // the existing ones: the watch starts at the list's resource version).
 func watchSlices(ctx context.Context, t testing.TB, nodeName string) <-chan watch.Event {
@@ -399,7 +274,7 @@ func watchSlices(ctx context.Context, t testing.TB, nodeName string) <-chan watc
 // assertNotRegistered checks the kubelet has no plugin for driver.
 func (n *node) assertNotRegistered(driver string) {
 	n.t.Helper()
-	plugins := n.kubelet.DRA.GetWatcherHandler().(*draplugin.DRAPluginManager)
+	plugins := n.Kubelet().DRA.GetWatcherHandler().(*draplugin.DRAPluginManager)
 	if _, err := plugins.GetPlugin(driver); err == nil {
 		n.t.Errorf("driver %s is registered with the kubelet", driver)
 	}
@@ -427,13 +302,4 @@ func needCluster(t testing.TB) {
 	if clusterError != nil {
 		t.Fatalf("e2e setup: %v", clusterError)
 	}
-}
-
-// kubeletLogger keeps the kubelet code's logs out of benchmark output
-// (klog writes them unprefixed, breaking benchstat's parsing) unless -v.
-func kubeletLogger() logr.Logger {
-	if testing.Verbose() {
-		return klog.Background()
-	}
-	return logr.Discard()
 }

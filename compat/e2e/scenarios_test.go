@@ -20,10 +20,6 @@ import (
 	"github.com/dranode/dranode/compat/e2e/scenarios"
 )
 
-// prepareTimeout bounds the kubelet-style retries of one pod's prepare; it
-// is a deadline for a hang, not a speed requirement.
-const prepareTimeout = scenarios.PrepareTimeout
-
 // 50 pods prepared at once (scenarios.FiftyPods).
 func TestFiftyPodsPreparedAndUnprepared(t *testing.T) {
 	n := newNode(t, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 64})
@@ -65,7 +61,7 @@ func TestAgentRestartMidway(t *testing.T) {
 	n := newNode(t, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 32})
 	n.start()
 	pods := n.SchedulePods("r", 20)
-	n.prepareAll(pods[:10], prepareTimeout)
+	n.PrepareAll(pods[:10])
 	before := make([][]string, 10)
 	for i, p := range pods[:10] {
 		before[i] = n.VerifyCDI(p)
@@ -74,7 +70,7 @@ func TestAgentRestartMidway(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 10)
 	for i, p := range pods[10:] {
-		wg.Go(func() { errs[i] = n.prepare(p, prepareTimeout) })
+		wg.Go(func() { _, errs[i] = n.Prepare(p) })
 	}
 	n.agent.Kill()
 	if err := n.agent.Start(); err != nil {
@@ -84,7 +80,7 @@ func TestAgentRestartMidway(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	n.waitRegistered(gpuDriver)
+	n.WaitRegistered(gpuDriver, n.agent.Process)
 	ids := make([][]string, len(pods))
 	for i, p := range pods {
 		ids[i] = n.VerifyCDI(p)
@@ -115,7 +111,7 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(pods))
 	for i, p := range pods {
-		wg.Go(func() { errs[i] = n.prepare(p, prepareTimeout) })
+		wg.Go(func() { _, errs[i] = n.Prepare(p) })
 	}
 	// A claim in the agent's record (PrepareStarted is recorded while the
 	// claim is read, just before the plugin call; none was recorded
@@ -193,7 +189,7 @@ func (n *node) MarkUnhealthy(pod *corev1.Pod) (unmark func()) {
 // same state directories.
 func (n *node) RestartNode(bootID string) {
 	n.t.Helper()
-	n.stopKubelet()
+	n.StopKubelet()
 	n.agent.Stop()
 	if bootID != "" {
 		if err := n.agent.SetBootID(bootID); err != nil {
@@ -233,7 +229,7 @@ func TestClaimWithTwoDrivers(t *testing.T) {
 	)
 	n.start()
 	pods := n.SchedulePods("d", 2)
-	n.prepareAll(pods, prepareTimeout)
+	n.PrepareAll(pods)
 	ids := make([][]string, len(pods))
 	for i, p := range pods {
 		ids[i] = n.VerifyCDI(p)
@@ -288,14 +284,14 @@ func TestWrongChecksumRefused(t *testing.T) {
 		harness.GPUDriver{DriverName: gpuDriver, NumDevices: 2},
 		harness.GPUDriver{DriverName: bad, NumDevices: 2, SHA256: wrongSum},
 	)
-	n.launchKubelet()
+	n.StartKubelet()
 	n.startAgent()
 	// From here on the node serves the good driver alone.
 	n.drivers = n.drivers[:1]
-	n.waitRegistered(gpuDriver)
+	n.WaitRegistered(gpuDriver, n.agent.Process)
 	n.waitSlices()
 	pods := n.SchedulePods("w", 2)
-	n.prepareAll(pods, prepareTimeout)
+	n.PrepareAll(pods)
 	ids := make([][]string, len(pods))
 	for i, p := range pods {
 		ids[i] = n.VerifyCDI(p)

@@ -2,27 +2,21 @@ package piecemeal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/go-logr/logr"
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
-	draplugin "k8s.io/kubernetes/pkg/kubelet/cm/dra/plugin"
 
 	"github.com/dranode/dranode/compat/e2e/harness"
+	"github.com/dranode/dranode/compat/e2e/scenarios"
 )
 
 // Shared by every test: one control plane (nodes and namespaces are per
@@ -66,25 +60,20 @@ func run(m *testing.M) int {
 // node is one test's node: a Node object, a namespace, the driver process
 // and the kubelet sharing registration and plugin directories.
 type node struct {
-	t          testing.TB
-	ctx        context.Context
-	name       string
-	ns         string
-	numDevices int
-	driver     *harness.Process
-	kubelet    *harness.Kubelet
+	*scenarios.Host // the kubelet side
+	t               testing.TB
+	ctx             context.Context
+	name            string
+	ns              string
+	numDevices      int
+	driver          *harness.Process
 	// The node's directories, as a kubelet host would have them.
-	registryDir, pluginsDir, kubeletDir   string
-	cdiDir, stateDir, devRoot, bootIDFile string
-	template                              string
-	// stoppedPods were active when the kubelet was stopped.
-	stoppedPods []*corev1.Pod
+	registryDir, pluginsDir, cdiDir         string
+	stateDir, devRoot, bootIDFile, template string
 }
 
-var (
-	nameCleaner = regexp.MustCompile(`[^a-z0-9]+`)
-	nodeSeq     atomic.Int64
-)
+// The piecemeal driver's node runs the shared scenarios (package scenarios).
+var _ scenarios.Node = (*node)(nil)
 
 // newNode lays out a node with numDevices simulated GPUs and the driver's
 // command line; start runs it.
@@ -98,11 +87,7 @@ func newNode(t testing.TB, numDevices int) *node {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	name := strings.Trim(nameCleaner.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(name) > 50 {
-		name = strings.Trim(name[:50], "-")
-	}
-	name = fmt.Sprintf("%s-%d", name, nodeSeq.Add(1))
+	name := scenarios.NodeName(t)
 	// Short paths: unix socket paths are limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "pm-")
 	if err != nil {
@@ -112,10 +97,10 @@ func newNode(t testing.TB, numDevices int) *node {
 	n := &node{
 		t: t, ctx: ctx, name: name, ns: name, numDevices: numDevices,
 		registryDir: filepath.Join(dir, "registry"), pluginsDir: filepath.Join(dir, "plugins"),
-		kubeletDir: filepath.Join(dir, "kubelet"), cdiDir: filepath.Join(dir, "cdi"),
-		stateDir: filepath.Join(dir, "state"), devRoot: filepath.Join(dir, "dev"),
-		bootIDFile: filepath.Join(dir, "boot_id"),
+		cdiDir: filepath.Join(dir, "cdi"), stateDir: filepath.Join(dir, "state"),
+		devRoot: filepath.Join(dir, "dev"), bootIDFile: filepath.Join(dir, "boot_id"),
 	}
+	n.Host = scenarios.NewHost(t, ctx, cluster, n.name, n.ns, n.registryDir, filepath.Join(dir, "kubelet"), n.cdiDir)
 	for _, d := range []string{n.registryDir, n.pluginsDir, n.cdiDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			t.Fatal(err)
@@ -184,96 +169,21 @@ func (n *node) startDriver() {
 // they registered the driver.
 func (n *node) startKubelet() {
 	n.t.Helper()
-	active := n.stoppedPods
-	n.stoppedPods = nil
-	k, err := harness.StartKubelet(n.ctx, harness.KubeletOptions{
-		Client: cluster.Client, NodeName: n.name,
-		RegistryDir: n.registryDir, StateDir: n.kubeletDir,
-		ActivePods: active, Logger: kubeletLogger(),
-	})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.kubelet = k
-	n.t.Cleanup(func() {
-		if n.kubelet == k {
-			k.Stop()
-			n.kubelet = nil
-		}
-	})
+	n.StartKubelet()
 	n.waitRegistered()
 }
 
-// stopKubelet stops the kubelet; the next startKubelet starts with the
-// pods it had.
-func (n *node) stopKubelet() {
-	if n.kubelet != nil {
-		n.kubelet.Stop()
-		n.stoppedPods = n.kubelet.ActivePods()
-		n.kubelet = nil
-	}
-}
-
-// waitRegistered waits until the kubelet's DRA plugin manager has a usable
-// plugin for the driver: registration went through the kubelet's own code.
+// waitRegistered waits until the kubelet registered the driver.
 func (n *node) waitRegistered() {
 	n.t.Helper()
-	plugins := n.kubelet.DRA.GetWatcherHandler().(*draplugin.DRAPluginManager)
-	exited := n.driver.Exited()
-	ctx := n.untilExit(exited)
-	err := harness.Poll(ctx, 50*time.Millisecond, 60*time.Second, "kubelet registration of "+driverName, func(context.Context) (bool, error) {
-		select {
-		case <-exited:
-			return false, fmt.Errorf("%w: %v", harness.ErrProcessExited, n.driver.ExitError())
-		default:
-		}
-		_, err := plugins.GetPlugin(driverName)
-		return err == nil, err
-	})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-}
-
-// untilExit is the test's context, ended early when the driver process
-// exits, so that a wait for the driver fails at once with the reason.
-func (n *node) untilExit(exited <-chan struct{}) context.Context {
-	ctx, cancel := context.WithCancel(n.ctx)
-	n.t.Cleanup(cancel)
-	go func() {
-		select {
-		case <-exited:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx
+	n.WaitRegistered(driverName, n.driver)
 }
 
 // waitSlices waits until the node's slices of the driver hold every
 // device.
 func (n *node) waitSlices() {
 	n.t.Helper()
-	exited := n.driver.Exited()
-	ctx := n.untilExit(exited)
-	err := harness.Poll(ctx, 50*time.Millisecond, 60*time.Second, "slices of "+n.name, func(ctx context.Context) (bool, error) {
-		select {
-		case <-exited:
-			return false, fmt.Errorf("%w: %v", harness.ErrProcessExited, n.driver.ExitError())
-		default:
-		}
-		list, err := cluster.NodeSlices(ctx, n.name)
-		if err != nil {
-			return false, err
-		}
-		if got := harness.CountDevices(list, driverName); got != n.numDevices {
-			return false, fmt.Errorf("%d devices published, want %d", got, n.numDevices)
-		}
-		return true, nil
-	})
-	if err != nil {
-		n.t.Fatal(err)
-	}
+	n.WaitSlices(n.driver, map[string]int{driverName: n.numDevices})
 }
 
 // SchedulePods creates count pods with template claims (names prefix-0...)
@@ -286,35 +196,7 @@ func (n *node) SchedulePods(prefix string, count int) []*corev1.Pod {
 		}
 		n.template = "gpu"
 	}
-	pods, err := cluster.SchedulePods(n.ctx, n.ns, n.name, prefix, count, n.template)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	for _, p := range pods {
-		n.kubelet.SetActive(p, true)
-	}
-	return pods
-}
-
-// prepare runs the kubelet's PrepareResources for pod, retrying like the
-// kubelet's pod workers do until it succeeds or timeout passes.
-func (n *node) prepare(pod *corev1.Pod, timeout time.Duration) error {
-	_, err := n.kubelet.Prepare(n.ctx, pod, timeout)
-	return err
-}
-
-// prepareCounting is prepare, also returning how many attempts it took.
-func (n *node) prepareCounting(pod *corev1.Pod, timeout time.Duration) (int, error) {
-	return n.kubelet.Prepare(n.ctx, pod, timeout)
-}
-
-// prepareAll prepares pods concurrently (as the kubelet's pod workers do)
-// and fails the test on any error.
-func (n *node) prepareAll(pods []*corev1.Pod, timeout time.Duration) {
-	n.t.Helper()
-	if err := n.kubelet.PrepareAll(n.ctx, pods, timeout); err != nil {
-		n.t.Fatal(err)
-	}
+	return n.Schedule(prefix, count, n.template)
 }
 
 // allocatedDevices lists the devices of the pod's claim allocation.
@@ -343,7 +225,7 @@ func (n *node) allocatedDevices(pod *corev1.Pod) []string {
 // returns the IDs.
 func (n *node) VerifyCDI(pod *corev1.Pod) []string {
 	n.t.Helper()
-	ids, err := n.kubelet.CDIDevices(pod)
+	ids, err := n.Kubelet().CDIDevices(pod)
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -367,34 +249,7 @@ func (n *node) VerifyCDI(pod *corev1.Pod) []string {
 	return ids
 }
 
-// UnprepareAll runs the kubelet's UnprepareResources for pods, deletes
-// them, and checks their CDI IDs no longer resolve.
-func (n *node) UnprepareAll(pods []*corev1.Pod, ids [][]string) {
-	n.t.Helper()
-	for i, p := range pods {
-		n.kubelet.SetActive(p, false)
-		if err := n.kubelet.DRA.UnprepareResources(n.ctx, p); err != nil {
-			n.t.Fatalf("unprepare %s: %v", p.Name, err)
-		}
-		if err := cluster.DeletePod(n.ctx, p); err != nil {
-			n.t.Fatal(err)
-		}
-		if _, err := harness.ResolveCDI(n.cdiDir, ids[i]); !errors.Is(err, harness.ErrUnresolved) {
-			n.t.Errorf("pod %s: after unprepare its CDI IDs %v still resolve (err %v)", p.Name, ids[i], err)
-		}
-	}
-}
-
 // sliceSelector selects the node's slices.
 func sliceSelector(nodeName string) metav1.ListOptions {
 	return metav1.ListOptions{FieldSelector: resourcev1.ResourceSliceSelectorNodeName + "=" + nodeName}
-}
-
-// kubeletLogger keeps the kubelet code's logs out of the test output
-// unless -v.
-func kubeletLogger() logr.Logger {
-	if testing.Verbose() {
-		return klog.Background()
-	}
-	return logr.Discard()
 }

@@ -15,10 +15,6 @@ import (
 	"github.com/dranode/dranode/compat/e2e/scenarios"
 )
 
-// prepareTimeout bounds the kubelet-style retries of one pod's prepare; it
-// is a deadline for a hang, not a speed requirement.
-const prepareTimeout = scenarios.PrepareTimeout
-
 // 50 pods prepared at once (scenarios.FiftyPods).
 func TestFiftyPodsPreparedAndUnprepared(t *testing.T) {
 	n := newNode(t, 64)
@@ -64,7 +60,7 @@ func TestDriverRestartMidway(t *testing.T) {
 	n := newNode(t, 32)
 	n.start()
 	pods := n.SchedulePods("r", 20)
-	n.prepareAll(pods[:10], prepareTimeout)
+	n.PrepareAll(pods[:10])
 	before := make([][]string, 10)
 	for i, p := range pods[:10] {
 		before[i] = n.VerifyCDI(p)
@@ -78,7 +74,7 @@ func TestDriverRestartMidway(t *testing.T) {
 	errs := make([]error, 10)
 	attempts := make([]int, 10)
 	for i, p := range pods[10:] {
-		wg.Go(func() { attempts[i], errs[i] = n.prepareCounting(p, prepareTimeout) })
+		wg.Go(func() { attempts[i], errs[i] = n.Prepare(p) })
 	}
 	// Time for the kubelet's calls to reach the frozen driver; if none
 	// did, the retry count below says so.
@@ -145,7 +141,7 @@ func (n *node) MarkUnhealthy(pod *corev1.Pod) (unmark func()) {
 // and an empty CDI directory (/var/run is a tmpfs).
 func (n *node) RestartNode(bootID string) {
 	n.t.Helper()
-	n.stopKubelet()
+	n.StopKubelet()
 	n.driver.Stop()
 	if bootID != "" {
 		n.setBootID(bootID)

@@ -14,7 +14,8 @@ import (
 	"github.com/dranode/dranode/compat/e2e/harness"
 )
 
-// PrepareTimeout bounds a pod's prepare including the kubelet-style retries.
+// PrepareTimeout bounds a pod's prepare including the kubelet-style
+// retries; it is a deadline for a hang, not a speed requirement.
 const PrepareTimeout = 90 * time.Second
 
 // Node is one test node: a driver serving the kubelet's own plugin and DRA
