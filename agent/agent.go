@@ -177,9 +177,6 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.metrics = newMetrics(a.opts.Registry, a)
-	refused := refusedCollector(a)
-	a.opts.Registry.MustRegister(refused)
-	a.metrics.collectors = append(a.metrics.collectors, refused)
 
 	a.plugins = pluginmgr.NewManager(pluginmgr.Options{
 		NodeName:    a.cfg.NodeName,

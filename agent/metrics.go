@@ -31,7 +31,7 @@ var prepareBuckets = []float64{
 }
 
 // The phases of one Prepare, the values of the phase label of
-// dranode_prepare_phase_duration_seconds, in the order they run.
+// dranode_prepare_phase_duration_seconds, in the order they start.
 const (
 	// Waiting for another call on the same claim to finish.
 	phaseLockWait = "lock-wait"
@@ -98,6 +98,7 @@ func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {
 				ch <- prometheus.MustNewConstMetric(recorded, prometheus.GaugeValue, float64(a.cache.Len()))
 			}
 		}},
+		refusedCollector(a),
 	}
 	for _, c := range m.collectors {
 		reg.MustRegister(c)
@@ -120,8 +121,9 @@ func (m *metrics) observePrepare(driver string, d time.Duration, err error) {
 
 // prepareTimer times the phases of one Prepare call for the driver the
 // kubelet called; with a nil *metrics (an agent not started) it times
-// nothing. Not safe for concurrent use: one Prepare runs its phases in
-// sequence.
+// nothing. phase may be called concurrently for any phase but plugin
+// (record-started can run alongside claim-fetch); plugin phases, which it
+// sums, run one after the other in the Prepare's own goroutine.
 type prepareTimer struct {
 	m      *metrics
 	driver string
