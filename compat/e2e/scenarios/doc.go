@@ -3,5 +3,5 @@
 // reference agent with a plugin, or a vendor's own driver on the upstream
 // kubelet plugin helper. Each test package brings its driver up on a Node
 // and runs the same scenario functions against it, so the two cannot drift
-// apart.
+// apart; the kubelet side of such a Node is Host, which both embed.
 package scenarios
