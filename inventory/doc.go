@@ -4,4 +4,7 @@
 // ResourceSlice publisher (sliceclient) publishes, and Validate holds it to
 // the limits the API server enforces, so that an inventory refused by the
 // server is refused here first, with the field that is wrong.
+//
+// Every rejection is a *ValidationError listing each Problem with its field
+// path; it matches ErrInvalid with errors.Is.
 package inventory
