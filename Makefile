@@ -3,7 +3,7 @@
 #   make test            go vet + go test -race in every module (GOWORK=off)
 #   make check           everything CI runs: the lint checks below, then test
 #   make test/cdi        one module (any target/<module> rule works the same)
-#   make tag MODULE=cdi VERSION=v0.1.0
+#   make release-prepare SET=dranode, make release-tag SET=dranode (README)
 #
 # Workspace modules are the ones go.work uses. Compat modules (compat/*) are
 # test and benchmark harnesses that import k8s.io/kubernetes or reference
@@ -16,7 +16,10 @@ GO ?= go
 
 MODULES := $(shell sed -n 's|^[[:space:]]*\./\([^[:space:]]*\)[[:space:]]*$$|\1|p' go.work)
 COMPAT_MODULES := $(patsubst %/go.mod,%,$(wildcard compat/*/go.mod))
-ALL_MODULES := $(MODULES) $(COMPAT_MODULES)
+# The release tool (scripts/release) is its own module outside go.work, like
+# the compat modules: its dependencies (gorelease) never reach the workspace.
+TOOL_MODULES := scripts/release
+ALL_MODULES := $(MODULES) $(COMPAT_MODULES) $(TOOL_MODULES)
 
 # Flags for go test; CI keeps the defaults, developers may add -run or -count.
 TESTFLAGS ?=
@@ -24,7 +27,8 @@ TESTFLAGS ?=
 # cold cache; go test's default 10-minute limit is too tight for that on 2 cores.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all test check lint vet workspace tidy-check fmt-check modcheck selftest generate generate-check tag list-modules controlplane
+.PHONY: all test check lint vet workspace tidy-check fmt-check generate generate-check list-modules controlplane \
+	release-check release-prepare release-tag release-proxy release-consumers release-apicheck
 all: check
 
 list-modules:
@@ -52,21 +56,43 @@ vet/%:
 
 check: lint test
 
-lint: fmt-check modcheck selftest tidy-check workspace generate-check
+lint: fmt-check release-check release-apicheck tidy-check workspace generate-check
 
 fmt-check:
 	@echo "==> gofmt"
 	@out="$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-modcheck:
-	@echo "==> module versions and dependency agreement"
-	GOWORK=off $(GO) run scripts/modcheck/main.go
+# The release tool (scripts/release; go doc there lists its rules). Its own
+# tests, run by test/scripts/release, prove each rule on scratch copies and
+# run the whole release (prepare, tag, proxy, consumers, apicheck) on a
+# scratch clone of HEAD.
+RELEASE := cd scripts/release && GOWORK=off $(GO) run . -C $(CURDIR)
+# Where release-proxy writes the module proxy that release-consumers reads.
+PROXY_DIR ?= $(CURDIR)/.run/proxy
+# Unreleased modules that must build against the released modules alone.
+APPS ?= examples/piecemeal-driver
 
-# The checks above are code too: prove they catch what they claim to.
-selftest:
-	@echo "==> repository checks self test"
-	scripts/selftest.sh
+release-check:
+	@echo "==> release rules: go.work, versions.yaml, sibling and third-party requirements"
+	$(RELEASE) check
+
+release-apicheck:
+	@echo "==> API compatibility against the last release tags"
+	$(RELEASE) apicheck
+
+release-prepare:
+	$(RELEASE) prepare "$(SET)"
+
+release-tag:
+	$(RELEASE) tag "$(SET)"
+
+release-proxy:
+	rm -rf "$(PROXY_DIR)"
+	$(RELEASE) proxy "$(PROXY_DIR)"
+
+release-consumers: release-proxy
+	$(RELEASE) consumers $(addprefix -app ,$(APPS)) "$(PROXY_DIR)"
 
 # The control-plane build modules are outside go.work and hold no code to
 # test, but their go.mod files must stay tidy.
@@ -97,9 +123,6 @@ generate/%:
 generate-check: generate
 	@if [ -n "$(GENERATED_MODULES)" ] && [ -n "$$(git status --porcelain -- $(GENERATED_MODULES))" ]; then \
 		echo "generated code is stale; run make generate and commit:"; git status --short -- $(GENERATED_MODULES); exit 1; fi
-
-tag:
-	scripts/tag.sh "$(MODULE)" "$(VERSION)"
 
 # The quick start: the reference agent standalone (no cluster: claims from
 # examples/config/claims, slices to .run/slices) with the simulated GPU

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// goEnv runs the go command as a user outside the repository would: no
+// go.work, no replace, modules only from the release proxy (then the real
+// module cache and proxy for third-party modules), in a module cache of its
+// own so that a changed release of an already-seen version is not hidden.
+type goEnv struct {
+	modCache string
+	env      []string
+}
+
+// newGoEnv prepares an environment under tmp whose GOPROXY serves proxyURL
+// first. The checksum database is consulted for everything but this
+// repository's modules, whose releases it has never seen.
+func newGoEnv(tmp, proxyURL string) (*goEnv, error) {
+	realCache, err := goEnvValue("GOMODCACHE")
+	if err != nil {
+		return nil, err
+	}
+	realProxy, err := goEnvValue("GOPROXY")
+	if err != nil {
+		return nil, err
+	}
+	chain := []string{proxyURL, "file://" + filepath.ToSlash(filepath.Join(realCache, "cache", "download"))}
+	for _, p := range strings.FieldsFunc(realProxy, func(r rune) bool { return r == ',' || r == '|' }) {
+		// "direct" would fetch our unreleased versions from the repository's
+		// home over git, which is neither what a user gets nor reachable.
+		if p != "direct" && p != "off" {
+			chain = append(chain, p)
+		}
+	}
+	g := &goEnv{modCache: filepath.Join(tmp, "modcache")}
+	set := map[string]string{
+		"GOMODCACHE":  g.modCache,
+		"GOPROXY":     strings.Join(chain, ","),
+		"GOFLAGS":     "-mod=mod -trimpath", // -trimpath: the build cache is shared whatever GOMODCACHE is
+		"GONOSUMDB":   strings.TrimSuffix(pathPrefix, "/"),
+		"GOPRIVATE":   "",
+		"GONOPROXY":   "",
+		"GOWORK":      "off",
+		"GOTOOLCHAIN": "local",
+	}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := set[k]; !ok {
+			g.env = append(g.env, kv)
+		}
+	}
+	for k, v := range set {
+		g.env = append(g.env, k+"="+v)
+	}
+	return g, nil
+}
+
+func goEnvValue(key string) (string, error) {
+	out, err := exec.Command("go", "env", key).Output()
+	if err != nil {
+		return "", fmt.Errorf("go env %s: %w", key, describeExit(err))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// run runs name (a go command unless told otherwise) in dir and returns its
+// combined output; a failure's error carries the output.
+func (g *goEnv) run(dir, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = g.env
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s %s (in %s): %w\n%s", name, strings.Join(args, " "), dir, err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
+
+// close removes the scratch module cache (read-only files: go clean knows
+// how).
+func (g *goEnv) close() {
+	_, _ = g.run(os.TempDir(), "go", "clean", "-modcache")
+}
+
+func describeExit(err error) error {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && len(exit.Stderr) > 0 {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(exit.Stderr)))
+	}
+	return err
+}

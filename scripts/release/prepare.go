@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/mod/modfile"
+)
+
+// Change is one requirement that Prepare rewrote.
+type Change struct {
+	Module   string // directory of the go.mod that changed
+	Requires string // module path of the requirement
+	From, To string
+}
+
+func (c Change) String() string {
+	return fmt.Sprintf("%s: %s %s -> %s", c.Module, c.Requires, c.From, c.To)
+}
+
+// Prepare rewrites, in every go.mod of the repository (released or not), the
+// requirements of the set's modules to the set's version, and returns what
+// it changed. Running it again changes nothing.
+func Prepare(r *Repo, setName string) ([]Change, error) {
+	set, err := r.Versions.Set(setName)
+	if err != nil {
+		return nil, err
+	}
+	inSet := map[string]bool{}
+	for _, m := range set.Modules {
+		if r.Modules[m] == nil {
+			return nil, fmt.Errorf("module set %q lists %q, which has no go.mod", setName, m)
+		}
+		inSet[ModulePath(m)] = true
+	}
+	var changes []Change
+	for _, dir := range r.DirsSorted() {
+		m := r.Modules[dir]
+		var mine []Change
+		for _, req := range m.File.Require {
+			if !inSet[req.Mod.Path] || req.Mod.Version == set.Version {
+				continue
+			}
+			mine = append(mine, Change{Module: dir, Requires: req.Mod.Path, From: req.Mod.Version, To: set.Version})
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		for _, c := range mine {
+			if err := m.File.AddRequire(c.Requires, c.To); err != nil {
+				return changes, fmt.Errorf("%s/go.mod: %w", dir, err)
+			}
+		}
+		m.File.Cleanup()
+		data := modfile.Format(m.File.Syntax)
+		if err := os.WriteFile(filepath.Join(r.Root, dir, "go.mod"), data, 0o644); err != nil {
+			return changes, err
+		}
+		changes = append(changes, mine...)
+	}
+	return changes, nil
+}
