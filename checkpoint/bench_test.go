@@ -56,7 +56,7 @@ func BenchmarkFloor(b *testing.B) {
 	data := make([]byte, 4096)
 	var fsyncs atomic.Uint64
 	for b.Loop() {
-		if err := writeAtomic(filepath.Join(dir, "floor"), data, &fsyncs); err != nil {
+		if err := writeFile(filepath.Join(dir, "floor"), data, &fsyncs); err != nil {
 			b.Fatal(err)
 		}
 	}

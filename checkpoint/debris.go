@@ -9,69 +9,33 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/dranode/dranode/checkpoint/durable"
 )
 
 const fileMode = 0o600
 
-// tempPrefix marks temporary files. They are only ever created by the
-// holder of the lock, so a holder that finds one knows it is debris from a
-// crash and removes it.
-func tempPrefix(name string) string { return "." + name + ".tmp-" }
-
-// writeAtomic replaces path with data durably: a temporary file in the same
-// directory, fsync, rename over path, fsync of the directory. A crash at any
-// point leaves either the old or the new complete file under path.
-func writeAtomic(path string, data []byte, fsyncs *atomic.Uint64) error {
-	dir, name := filepath.Split(path)
-	if dir == "" {
-		dir = "."
+// writeFile replaces path with data durably (see durable.WriteFile),
+// counting fsyncs into n.
+func writeFile(path string, data []byte, n *atomic.Uint64) error {
+	if err := (durable.Writer{Syncs: n}).WriteFile(path, data, fileMode); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, tempPrefix(name)+"*")
-	if err != nil {
-		return fmt.Errorf("checkpoint: write %s: %w", path, err)
-	}
-	tmpName := tmp.Name()
-	fail := func(err error) error {
-		tmp.Close()
-		os.Remove(tmpName)
-		return fmt.Errorf("checkpoint: write %s: %w", path, err)
-	}
-	if err := tmp.Chmod(fileMode); err != nil {
-		return fail(err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fail(err)
-	}
-	fsyncs.Add(1)
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmpName)
-		return fmt.Errorf("checkpoint: write %s: %w", path, err)
-	}
-	if err := os.Rename(tmpName, path); err != nil {
-		os.Remove(tmpName)
-		return fmt.Errorf("checkpoint: write %s: %w", path, err)
-	}
-	return syncDir(dir, fsyncs)
-}
-
-// syncDir makes renames, creations and removals in dir durable.
-func syncDir(dir string, fsyncs *atomic.Uint64) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("checkpoint: sync directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("checkpoint: sync directory %s: %w", dir, err)
-	}
-	fsyncs.Add(1)
 	return nil
 }
 
-// removeTemps removes temporary files left by a crashed writer of name.
+// syncDir makes creations, renames and removals in dir durable, counting
+// the fsync into n.
+func syncDir(dir string, n *atomic.Uint64) error {
+	if err := (durable.Writer{Syncs: n}).SyncDir(dir); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+// removeTemps removes the temporary files (durable.TempPrefix) left by a
+// crashed writer of name. They are only ever created by the holder of the
+// lock, so a holder that finds one knows it is debris.
 func removeTemps(dir, name string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -80,7 +44,7 @@ func removeTemps(dir, name string) error {
 		}
 		return fmt.Errorf("checkpoint: list %s: %w", dir, err)
 	}
-	prefix := tempPrefix(name)
+	prefix := durable.TempPrefix(name)
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), prefix) {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {

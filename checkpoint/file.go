@@ -190,11 +190,11 @@ func (f *File[T]) Save(v T) error {
 		// place, the copy's CopyOf names a file that does not exist yet,
 		// so an old reader never pairs a stale main file with it.
 		copyOf := fmt.Sprintf("%08x", checksum(payload))
-		if err := writeAtomic(f.downgradePath(f.schema.Version-1), encodeFile(f.schema, f.schema.Version-1, down, copyOf), &f.fsyncs); err != nil {
+		if err := writeFile(f.downgradePath(f.schema.Version-1), encodeFile(f.schema, f.schema.Version-1, down, copyOf), &f.fsyncs); err != nil {
 			return err
 		}
 	}
-	return writeAtomic(f.path, main, &f.fsyncs)
+	return writeFile(f.path, main, &f.fsyncs)
 }
 
 // vet makes sure the bytes at path may be replaced.

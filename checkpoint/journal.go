@@ -273,7 +273,7 @@ func (j *Journal[V]) restore() error {
 
 	j.state, j.live = state, live
 	if len(logs) == 0 {
-		if err := writeAtomic(j.logPath(snapGen), j.logHeader(snapGen), &j.fsyncs); err != nil {
+		if err := writeFile(j.logPath(snapGen), j.logHeader(snapGen), &j.fsyncs); err != nil {
 			return err
 		}
 		logs = append(logs, snapGen)
@@ -708,7 +708,7 @@ func (j *Journal[V]) maybeCompactLocked() {
 // the same state.
 func (j *Journal[V]) rotateLocked() (uint64, []entry, error) {
 	gen := j.logGen + 1
-	if err := writeAtomic(j.logPath(gen), j.logHeader(gen), &j.fsyncs); err != nil {
+	if err := writeFile(j.logPath(gen), j.logHeader(gen), &j.fsyncs); err != nil {
 		return 0, nil, err
 	}
 	old := j.log
@@ -744,7 +744,7 @@ func (j *Journal[V]) writeSnapshot(gen uint64, entries []entry) error {
 		buf = appendPut(buf, e.key, e.raw)
 		buf = finishFrame(buf, start)
 	}
-	if err := writeAtomic(filepath.Join(j.dir, snapshotName), buf, &j.fsyncs); err != nil {
+	if err := writeFile(filepath.Join(j.dir, snapshotName), buf, &j.fsyncs); err != nil {
 		return err
 	}
 	l, err := j.list()

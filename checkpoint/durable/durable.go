@@ -44,11 +44,12 @@ func SyncDir(dir string) error { return Writer{}.SyncDir(dir) }
 // over path and fsyncs the directory. When it returns nil the new file is
 // durable; whenever it returns, and after a crash at any point, path holds
 // the old or the new complete file. On failure the temporary file is
-// removed. The directory must exist. Errors name path and wrap the
-// underlying *fs.PathError or *os.LinkError.
+// removed. The directory must exist. Errors read "write <path>: ..." and
+// wrap the underlying *fs.PathError or *os.LinkError; like the os
+// package's, they carry no package prefix, for callers to add theirs.
 func (w Writer) WriteFile(path string, data []byte, perm fs.FileMode) error {
 	if err := w.writeFile(path, data, perm); err != nil {
-		return fmt.Errorf("durable: write %s: %w", path, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
@@ -94,10 +95,11 @@ func (w Writer) writeFile(path string, data []byte, perm fs.FileMode) (err error
 }
 
 // SyncDir makes creations, renames and removals in dir durable: it opens
-// the directory and fsyncs it. With NoSync it does nothing.
+// the directory and fsyncs it. With NoSync it does nothing. Errors read
+// "sync directory <dir>: ..." and wrap the underlying error.
 func (w Writer) SyncDir(dir string) error {
 	if err := w.syncDir(dir); err != nil {
-		return fmt.Errorf("durable: sync directory %s: %w", dir, err)
+		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
 }
