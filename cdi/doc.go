@@ -2,7 +2,9 @@
 // annotations, CDI spec types and validation, and the per-claim transient spec
 // files a DRA driver writes for the container runtime.
 //
-// It depends on the standard library only.
+// It depends on the standard library and on package
+// github.com/dranode/dranode/checkpoint/durable (standard library only),
+// which does SpecDir's durable writes.
 //
 // # Qualified device names
 //
@@ -48,9 +50,11 @@
 // "<vendor>-<class>_<claimUID>.json" (TransientSpecFileName), into the
 // runtime's spec directory, and removes it when the claim is unprepared.
 // SpecDir does the writing durably (temporary file, fsync, rename, fsync of
-// the directory) with mode 0644, the removal (a missing file is fine), and
-// Sweep, which removes the driver's specs whose claims are no longer known
-// after a crash, never touching other drivers' files.
+// the directory) with mode 0644, the removal (a missing file is fine),
+// Lookup, which tells whether a claim's spec exists and where, and Sweep,
+// which removes the driver's specs whose claims are no longer known after a
+// crash, never touching other drivers' files. dranode's own per-claim specs
+// use the class ClaimClass ("claim").
 //
 // Device names must be unique per vendor/class across all spec files in
 // the directory, or the runtime refuses both; with one spec per claim,

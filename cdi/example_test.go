@@ -94,7 +94,7 @@ func ExampleSpecDir() {
 	const claimUID = "0f3c2a9e-7b1d-4c3e-9f8a-2b6d5e4c1a00"
 	spec := &cdi.Spec{
 		Version: "0.5.0",
-		Kind:    "k8s.gpu.example.com/claim",
+		Kind:    "k8s.gpu.example.com/" + cdi.ClaimClass,
 		Devices: []cdi.Device{{
 			// Unique across claims: the runtime rejects a device name that
 			// two spec files of one kind define.
@@ -107,12 +107,21 @@ func ExampleSpecDir() {
 	cdiIDs, err := spec.QualifiedNames() // for the kubelet
 	fmt.Println(cdiIDs, err)
 
+	// On a repeated Prepare: is the spec still there (someone may have
+	// cleaned the directory)?
+	_, exists, err := specs.Lookup("k8s.gpu.example.com", cdi.ClaimClass, claimUID)
+	fmt.Println(exists, err)
+
 	// On Unprepare:
-	fmt.Println(specs.Remove("k8s.gpu.example.com", "claim", claimUID))
+	fmt.Println(specs.Remove("k8s.gpu.example.com", cdi.ClaimClass, claimUID))
+	_, exists, err = specs.Lookup("k8s.gpu.example.com", cdi.ClaimClass, claimUID)
+	fmt.Println(exists, err)
 	// Output:
 	// k8s.gpu.example.com-claim_0f3c2a9e-7b1d-4c3e-9f8a-2b6d5e4c1a00.json <nil>
 	// [k8s.gpu.example.com/claim=0f3c2a9e-7b1d-4c3e-9f8a-2b6d5e4c1a00-gpu-3] <nil>
+	// true <nil>
 	// <nil>
+	// false <nil>
 }
 
 // After a crash, remove the specs of claims the driver no longer holds.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+
+	"github.com/dranode/dranode/checkpoint/durable"
 )
 
 // SpecFileMode is the mode of spec files SpecDir writes. Specs are not
@@ -26,6 +28,13 @@ var ErrInvalidClaimUID = errors.New("invalid claim UID for a CDI spec file name"
 func TransientSpecFileName(vendor, class, claimUID string) string {
 	return vendor + "-" + class + "_" + strings.ReplaceAll(claimUID, "/", "_") + ".json"
 }
+
+// ClaimClass is the CDI class of the per-claim transient specs dranode
+// writes: the spec of a claim's devices from vendor V has kind "V/claim",
+// and its devices are named "V/claim=<claimUID>-<device>". The agent, the
+// piecemeal driver and dranodectl all use it, so each finds the others'
+// specs.
+const ClaimClass = "claim"
 
 // SpecDir is a directory of CDI spec files that a runtime loads (usually
 // /var/run/cdi), holding one transient spec per claim and driver.
@@ -69,10 +78,9 @@ func (d SpecDir) Write(spec *Spec, claimUID string) (string, error) {
 	if err := os.MkdirAll(d.Path, 0o755); err != nil {
 		return "", fmt.Errorf("cdi: creating spec directory: %w", err)
 	}
-	name := TransientSpecFileName(vendor, class, claimUID)
-	path := filepath.Join(d.Path, name)
-	if err := writeFileAtomic(d.Path, name, data, !d.NoSync); err != nil {
-		return "", fmt.Errorf("cdi: writing spec %s: %w", path, err)
+	path := filepath.Join(d.Path, TransientSpecFileName(vendor, class, claimUID))
+	if err := d.disk().WriteFile(path, data, SpecFileMode); err != nil {
+		return "", fmt.Errorf("cdi: writing spec: %w", err)
 	}
 	return path, nil
 }
@@ -100,62 +108,32 @@ func checkFileNameParts(vendor, class, claimUID string) error {
 	return checkClaimUID(claimUID)
 }
 
-func writeFileAtomic(dir, name string, data []byte, durable bool) (err error) {
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	// CreateTemp makes 0600 files; set the mode explicitly so the umask
-	// does not decide who can read the spec.
-	if err = tmp.Chmod(SpecFileMode); err != nil {
-		return err
-	}
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if durable {
-		if err = syncFile(tmp); err != nil {
-			return err
-		}
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	if !durable {
-		return nil
-	}
-	return syncDir(dir)
-}
-
-// fsyncs counts the fsyncs SpecDir asked for, for tests of NoSync.
+// fsyncs counts the fsyncs SpecDir made, for tests of NoSync.
 var fsyncs atomic.Uint64
 
-func syncFile(f *os.File) error {
-	fsyncs.Add(1)
-	return f.Sync()
+// disk is what writes d's files and syncs its directory.
+func (d SpecDir) disk() durable.Writer {
+	return durable.Writer{NoSync: d.NoSync, Syncs: &fsyncs}
 }
 
-// syncDir makes a rename or removal in dir durable.
-func syncDir(dir string) error {
-	fsyncs.Add(1)
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
+// Lookup tells whether the transient spec of claimUID for vendor/class
+// exists in d, and where it is or would be. It validates the parts like
+// Remove does. A missing directory means a missing spec; anything but a
+// regular file under the spec's name, or failing to look, is an error.
+func (d SpecDir) Lookup(vendor, class, claimUID string) (path string, exists bool, err error) {
+	if err := checkFileNameParts(vendor, class, claimUID); err != nil {
+		return "", false, err
 	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	path = filepath.Join(d.Path, TransientSpecFileName(vendor, class, claimUID))
+	switch fi, err := os.Stat(path); {
+	case errors.Is(err, fs.ErrNotExist):
+		return path, false, nil
+	case err != nil:
+		return path, false, fmt.Errorf("cdi: looking up spec: %w", err)
+	case !fi.Mode().IsRegular():
+		return path, false, fmt.Errorf("cdi: looking up spec: %s is a %v, not a regular file", path, fi.Mode().Type())
 	}
-	return err
+	return path, true, nil
 }
 
 // Remove deletes the transient spec of claimUID. A spec that does not exist
@@ -172,10 +150,7 @@ func (d SpecDir) Remove(vendor, class, claimUID string) error {
 	case err != nil:
 		return fmt.Errorf("cdi: removing spec: %w", err)
 	}
-	if d.NoSync {
-		return nil
-	}
-	if err := syncDir(d.Path); err != nil {
+	if err := d.disk().SyncDir(d.Path); err != nil {
 		return fmt.Errorf("cdi: removing spec %s: %w", path, err)
 	}
 	return nil
@@ -237,8 +212,8 @@ func (d SpecDir) Sweep(vendor, class string, keep func(claimUID string) bool) (r
 			removed = append(removed, path)
 		}
 	}
-	if len(removed) > 0 && !d.NoSync {
-		if err := syncDir(d.Path); err != nil {
+	if len(removed) > 0 {
+		if err := d.disk().SyncDir(d.Path); err != nil {
 			errs = append(errs, fmt.Errorf("cdi: sweeping specs: %w", err))
 		}
 	}

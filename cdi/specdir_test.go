@@ -303,3 +303,66 @@ func TestSpecDirSweepConcurrentRemove(t *testing.T) {
 		t.Errorf("left %q", names)
 	}
 }
+
+func TestSpecDirLookup(t *testing.T) {
+	root := t.TempDir()
+	d := SpecDir{Path: filepath.Join(root, "cdi")}
+	if _, err := d.Write(claimSpec("gpu.example.com/"+ClaimClass, testClaimUID), testClaimUID); err != nil {
+		t.Fatal(err)
+	}
+	specPath := filepath.Join(d.Path, "gpu.example.com-claim_"+testClaimUID+".json")
+	if err := os.Mkdir(filepath.Join(d.Path, "gpu.example.com-claim_dir.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name               string
+		dir                SpecDir
+		vendor, class, uid string
+		wantPath           string // "" for an invalid part
+		wantExists         bool
+		wantErr            error // matched with errors.Is; nil: any error named by errText
+		errText            string
+	}{
+		{name: "written", dir: d, vendor: "gpu.example.com", class: ClaimClass, uid: testClaimUID, wantPath: specPath, wantExists: true},
+		{name: "other claim", dir: d, vendor: "gpu.example.com", class: ClaimClass, uid: "other", wantPath: filepath.Join(d.Path, "gpu.example.com-claim_other.json")},
+		{name: "other class", dir: d, vendor: "gpu.example.com", class: "gpu", uid: testClaimUID, wantPath: filepath.Join(d.Path, "gpu.example.com-gpu_"+testClaimUID+".json")},
+		{name: "slash in UID", dir: d, vendor: "gpu.example.com", class: ClaimClass, uid: "a/b", wantPath: filepath.Join(d.Path, "gpu.example.com-claim_a_b.json")},
+		{name: "missing directory", dir: SpecDir{Path: filepath.Join(root, "none")}, vendor: "v", class: "c", uid: "u", wantPath: filepath.Join(root, "none", "v-c_u.json")},
+		{name: "a directory, not a spec", dir: d, vendor: "gpu.example.com", class: ClaimClass, uid: "dir", wantPath: filepath.Join(d.Path, "gpu.example.com-claim_dir.json"), errText: "not a regular file"},
+		{name: "directory path is a file", dir: SpecDir{Path: file}, vendor: "v", class: "c", uid: "u", wantPath: filepath.Join(file, "v-c_u.json"), errText: "not a directory"},
+		{name: "empty UID", dir: d, vendor: "v", class: "c", uid: "", wantErr: ErrInvalidClaimUID},
+		{name: "NUL in UID", dir: d, vendor: "v", class: "c", uid: "a\x00", wantErr: ErrInvalidClaimUID},
+		{name: "vendor escapes", dir: d, vendor: "../v", class: "c", uid: "u", wantErr: ErrInvalidName},
+		{name: "empty class", dir: d, vendor: "v", class: "", uid: "u", wantErr: ErrInvalidName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, exists, err := tc.dir.Lookup(tc.vendor, tc.class, tc.uid)
+			switch {
+			case tc.wantErr != nil:
+				if !errors.Is(err, tc.wantErr) {
+					t.Errorf("error %v, want %v", err, tc.wantErr)
+				}
+			case tc.errText != "":
+				if err == nil || !strings.Contains(err.Error(), tc.errText) {
+					t.Errorf("error %v, want one saying %q", err, tc.errText)
+				}
+			case err != nil:
+				t.Errorf("unexpected error %v", err)
+			}
+			if path != tc.wantPath || exists != tc.wantExists {
+				t.Errorf("Lookup = %q, %v; want %q, %v", path, exists, tc.wantPath, tc.wantExists)
+			}
+		})
+	}
+	// Lookup follows Remove.
+	if err := d.Remove("gpu.example.com", ClaimClass, testClaimUID); err != nil {
+		t.Fatal(err)
+	}
+	if _, exists, err := d.Lookup("gpu.example.com", ClaimClass, testClaimUID); exists || err != nil {
+		t.Errorf("after Remove: exists %v, error %v", exists, err)
+	}
+}
