@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/dranode/dranode/inventory"
 	pb "github.com/dranode/dranode/pluginmgr/proto/dranode/plugin/v1"
 )
 
@@ -106,7 +107,7 @@ type Options struct {
 	CrashLoop CrashLoopPolicy
 	// OnInventory is called with every inventory a plugin sends, from one
 	// goroutine per plugin.
-	OnInventory func(plugin string, inv Inventory)
+	OnInventory func(plugin string, inv inventory.Inventory)
 	// OnHealth is called with every health snapshot of plugins that report
 	// health.
 	OnHealth func(plugin string, health []DeviceHealth)
@@ -256,7 +257,7 @@ func (p *Plugin) Status() Status {
 // Inventory returns the latest inventory and its sequence number (0: none
 // yet). Sequence numbers grow with every inventory, across restarts. Each
 // call decodes a copy of its own, which the caller may keep or modify.
-func (p *Plugin) Inventory() (Inventory, uint64) {
+func (p *Plugin) Inventory() (inventory.Inventory, uint64) {
 	p.mu.Lock()
 	wire, seq := p.invWire, p.invSeq
 	p.mu.Unlock()
@@ -265,9 +266,9 @@ func (p *Plugin) Inventory() (Inventory, uint64) {
 
 // decodeKept decodes an inventory that already decoded once when it
 // arrived (follow refuses one that does not), so it cannot fail.
-func decodeKept(wire *pb.Inventory) Inventory {
+func decodeKept(wire *pb.Inventory) inventory.Inventory {
 	if wire == nil {
-		return Inventory{}
+		return inventory.Inventory{}
 	}
 	inv, err := InventoryFromWire(wire)
 	if err != nil {
@@ -279,7 +280,7 @@ func decodeKept(wire *pb.Inventory) Inventory {
 // WaitInventory waits for an inventory with a sequence number above after
 // and returns it with its sequence number. It fails when ctx ends, the
 // plugin is closed, or it is crash looping (ErrCrashLoop).
-func (p *Plugin) WaitInventory(ctx context.Context, after uint64) (Inventory, uint64, error) {
+func (p *Plugin) WaitInventory(ctx context.Context, after uint64) (inventory.Inventory, uint64, error) {
 	for {
 		p.mu.Lock()
 		wire, seq, wait, closed, st := p.invWire, p.invSeq, p.invWait, p.closed, p.status
@@ -288,15 +289,15 @@ func (p *Plugin) WaitInventory(ctx context.Context, after uint64) (Inventory, ui
 			return decodeKept(wire), seq, nil
 		}
 		if closed {
-			return Inventory{}, 0, fmt.Errorf("plugin %q: %w", p.cfg.Name, ErrClosed)
+			return inventory.Inventory{}, 0, fmt.Errorf("plugin %q: %w", p.cfg.Name, ErrClosed)
 		}
 		if st.State == StateCrashLoop {
-			return Inventory{}, 0, fmt.Errorf("plugin %q: %w", p.cfg.Name, st.Err)
+			return inventory.Inventory{}, 0, fmt.Errorf("plugin %q: %w", p.cfg.Name, st.Err)
 		}
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return Inventory{}, 0, fmt.Errorf("plugin %q: waiting for inventory: %w", p.cfg.Name, ctx.Err())
+			return inventory.Inventory{}, 0, fmt.Errorf("plugin %q: waiting for inventory: %w", p.cfg.Name, ctx.Err())
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dranode/dranode/inventory"
 	pb "github.com/dranode/dranode/pluginmgr/proto/dranode/plugin/v1"
 )
 
@@ -123,7 +124,7 @@ func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.C
 }
 
 func (s *server) WatchDevices(_ *pb.WatchDevicesRequest, stream pb.DriverPlugin_WatchDevicesServer) error {
-	err := s.driver.WatchDevices(stream.Context(), func(inv Inventory) error {
+	err := s.driver.WatchDevices(stream.Context(), func(inv inventory.Inventory) error {
 		msg, err := inventoryToWire(inv)
 		if err != nil {
 			return err

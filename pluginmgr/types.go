@@ -5,6 +5,8 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dranode/dranode/inventory"
 )
 
 // Info describes a driver plugin.
@@ -19,19 +21,6 @@ type Info struct {
 	// OpaqueConfigKinds lists the "apiVersion/Kind" strings of the opaque
 	// device configuration the driver accepts, e.g. "gpu.example.com/v1/GpuConfig".
 	OpaqueConfigKinds []string
-}
-
-// Inventory is the full set of devices a driver publishes on this node. Each
-// inventory a driver sends replaces the previous one.
-type Inventory struct {
-	Pools []Pool
-}
-
-// Pool is one resource pool of a driver on this node.
-type Pool struct {
-	Name           string
-	Devices        []resourcev1.Device
-	SharedCounters []resourcev1.CounterSet
 }
 
 // Claim is one ResourceClaim to prepare, reduced to what a driver needs.
@@ -160,7 +149,7 @@ type Driver interface {
 	// WatchDevices sends the full inventory at once and again on every
 	// change, and returns only when ctx is done or send fails. A return
 	// while the host still listens counts as a plugin failure.
-	WatchDevices(ctx context.Context, send func(Inventory) error) error
+	WatchDevices(ctx context.Context, send func(inventory.Inventory) error) error
 	// Prepare prepares a batch of claims and returns one result per claim.
 	// Preparing a claim that is already prepared must return the same
 	// devices and edits again (the host retries after crashes).

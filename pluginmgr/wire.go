@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 
-	pb "github.com/dranode/dranode/pluginmgr/proto/dranode/plugin/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dranode/dranode/inventory"
+	pb "github.com/dranode/dranode/pluginmgr/proto/dranode/plugin/v1"
 )
 
 // Kubernetes objects cross the wire in their own protobuf encoding (see the
@@ -51,7 +53,7 @@ func unmarshalEach[T any, P interface {
 	return out, nil
 }
 
-func inventoryToWire(inv Inventory) (*pb.Inventory, error) {
+func inventoryToWire(inv inventory.Inventory) (*pb.Inventory, error) {
 	out := &pb.Inventory{Pools: make([]*pb.Pool, 0, len(inv.Pools))}
 	for _, p := range inv.Pools {
 		devices, err := marshalEach(p.Devices, "device")
@@ -69,18 +71,18 @@ func inventoryToWire(inv Inventory) (*pb.Inventory, error) {
 
 // InventoryFromWire decodes an inventory message. It is exported for tools
 // that read the protocol directly; errors match ErrInvalidResponse.
-func InventoryFromWire(in *pb.Inventory) (Inventory, error) {
-	inv := Inventory{Pools: make([]Pool, 0, len(in.GetPools()))}
+func InventoryFromWire(in *pb.Inventory) (inventory.Inventory, error) {
+	inv := inventory.Inventory{Pools: make([]inventory.Pool, 0, len(in.GetPools()))}
 	for _, p := range in.GetPools() {
 		devices, err := unmarshalEach[resourcev1.Device](p.GetDevices(), "device")
 		if err != nil {
-			return Inventory{}, fmt.Errorf("pool %q: %w", p.GetName(), err)
+			return inventory.Inventory{}, fmt.Errorf("pool %q: %w", p.GetName(), err)
 		}
 		counters, err := unmarshalEach[resourcev1.CounterSet](p.GetSharedCounters(), "counter set")
 		if err != nil {
-			return Inventory{}, fmt.Errorf("pool %q: %w", p.GetName(), err)
+			return inventory.Inventory{}, fmt.Errorf("pool %q: %w", p.GetName(), err)
 		}
-		inv.Pools = append(inv.Pools, Pool{Name: p.GetName(), Devices: devices, SharedCounters: counters})
+		inv.Pools = append(inv.Pools, inventory.Pool{Name: p.GetName(), Devices: devices, SharedCounters: counters})
 	}
 	return inv, nil
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	"github.com/dranode/dranode/inventory"
 	pb "github.com/dranode/dranode/pluginmgr/proto/dranode/plugin/v1"
 )
 
@@ -20,7 +21,7 @@ var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/wire/*.pb
 // goldenInventory exercises every part of an inventory message: several
 // pools, devices with attributes of each kind, capacities, counter
 // consumption, and shared counters.
-func goldenInventory() Inventory {
+func goldenInventory() inventory.Inventory {
 	devices := []resourcev1.Device{
 		{
 			Name: "gpu-0",
@@ -44,7 +45,7 @@ func goldenInventory() Inventory {
 		Name:     "gpu-0-counters",
 		Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse("40Gi")}},
 	}}
-	return Inventory{Pools: []Pool{
+	return inventory.Inventory{Pools: []inventory.Pool{
 		{Name: "node-a", Devices: devices, SharedCounters: counters},
 		{Name: "node-a/extra", Devices: []resourcev1.Device{{Name: "nic-0"}}},
 	}}

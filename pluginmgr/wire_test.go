@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/dranode/dranode/inventory"
 	pb "github.com/dranode/dranode/pluginmgr/proto/dranode/plugin/v1"
 )
 
@@ -44,7 +45,7 @@ func TestEditsRoundTrip(t *testing.T) {
 }
 
 func TestInventoryAndClaimsRoundTrip(t *testing.T) {
-	inv := Inventory{Pools: []Pool{{
+	inv := inventory.Inventory{Pools: []inventory.Pool{{
 		Name: "a/b",
 		Devices: []resourcev1.Device{{
 			Name:       "d0",
@@ -89,7 +90,7 @@ func TestInventoryAndClaimsRoundTrip(t *testing.T) {
 func resourceUID(s string) types.UID { return types.UID(s) }
 
 // normalize compares quantities by value: decoding caches their string form.
-func normalize(t *testing.T, inv Inventory) string {
+func normalize(t *testing.T, inv inventory.Inventory) string {
 	t.Helper()
 	w, err := inventoryToWire(inv)
 	if err != nil {

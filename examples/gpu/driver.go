@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
+	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
 )
 
@@ -222,8 +223,9 @@ func deviceUUID(driverName string, i int) string {
 	return "GPU-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-func inventory(cfg config, nodeName string) pluginmgr.Inventory {
-	pool := pluginmgr.Pool{Name: nodeName}
+// buildInventory is the simulated GPUs of cfg, in one pool named after the node.
+func buildInventory(cfg config, nodeName string) inventory.Inventory {
+	pool := inventory.Pool{Name: nodeName}
 	for i := range *cfg.NumDevices {
 		pool.Devices = append(pool.Devices, resourcev1.Device{
 			Name: deviceName(i),
@@ -238,7 +240,7 @@ func inventory(cfg config, nodeName string) pluginmgr.Inventory {
 			},
 		})
 	}
-	return pluginmgr.Inventory{Pools: []pluginmgr.Pool{pool}}
+	return inventory.Inventory{Pools: []inventory.Pool{pool}}
 }
 
 func (d *driver) waitConfigured(ctx context.Context) (config, error) {
@@ -250,13 +252,13 @@ func (d *driver) waitConfigured(ctx context.Context) (config, error) {
 	}
 }
 
-func (d *driver) WatchDevices(ctx context.Context, send func(pluginmgr.Inventory) error) error {
+func (d *driver) WatchDevices(ctx context.Context, send func(inventory.Inventory) error) error {
 	cfg, err := d.waitConfigured(ctx)
 	if err != nil {
 		return err
 	}
 	// The simulated inventory never changes after Configure.
-	if err := send(inventory(cfg, d.poolName())); err != nil {
+	if err := send(buildInventory(cfg, d.poolName())); err != nil {
 		return err
 	}
 	<-ctx.Done()

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
 	pb "github.com/dranode/dranode/pluginmgr/proto/dranode/plugin/v1"
 )
@@ -219,8 +220,8 @@ func TestPoolIsNamedAfterTheConfiguredNode(t *testing.T) {
 	d, _ := configured(t, `{"numDevices": 1, "devRoot": "`+t.TempDir()+`"}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var got pluginmgr.Inventory
-	err := d.WatchDevices(ctx, func(inv pluginmgr.Inventory) error {
+	var got inventory.Inventory
+	err := d.WatchDevices(ctx, func(inv inventory.Inventory) error {
 		got = inv
 		cancel()
 		return nil
@@ -242,7 +243,7 @@ func TestMaxDevicesFitOneMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := inventory(cfg, strings.Repeat("n", 63))
+	inv := buildInventory(cfg, strings.Repeat("n", 63))
 	pool := &pb.Pool{Name: inv.Pools[0].Name}
 	for i := range inv.Pools[0].Devices {
 		b, err := inv.Pools[0].Devices[i].Marshal()

@@ -13,6 +13,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
 )
 
@@ -124,7 +125,7 @@ func unprepare(t testing.TB, call func() (context.Context, context.CancelFunc), 
 	}
 }
 
-func firstDevice(inv pluginmgr.Inventory) (pool, device string, ok bool) {
+func firstDevice(inv inventory.Inventory) (pool, device string, ok bool) {
 	for _, p := range inv.Pools {
 		if len(p.Devices) > 0 {
 			return p.Name, p.Devices[0].Name, true

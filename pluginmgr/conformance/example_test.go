@@ -6,14 +6,14 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/dranode/dranode/pluginmgr"
+	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr/conformance"
 )
 
 // ValidateInventory reports what the API server would reject, naming the
 // pool and device.
 func ExampleValidateInventory() {
-	inv := pluginmgr.Inventory{Pools: []pluginmgr.Pool{{
+	inv := inventory.Inventory{Pools: []inventory.Pool{{
 		Name: "node-1",
 		Devices: []resourcev1.Device{
 			{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{

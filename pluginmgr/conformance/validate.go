@@ -8,7 +8,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/dranode/dranode/pluginmgr"
+	"github.com/dranode/dranode/inventory"
 )
 
 // Limits of the resource.k8s.io/v1 API.
@@ -135,7 +135,7 @@ func ValidateAttribute(name resourcev1.QualifiedName, a resourcev1.DeviceAttribu
 // ValidateInventory checks every pool and device of an inventory for the
 // given driver and returns one message per problem, each naming the pool
 // and device.
-func ValidateInventory(inv pluginmgr.Inventory) []string {
+func ValidateInventory(inv inventory.Inventory) []string {
 	var errs []string
 	pools := map[string]bool{}
 	for _, pool := range inv.Pools {
@@ -151,7 +151,7 @@ func ValidateInventory(inv pluginmgr.Inventory) []string {
 	return errs
 }
 
-func validatePool(pool pluginmgr.Pool) []string {
+func validatePool(pool inventory.Pool) []string {
 	var errs []string
 	counters := map[string]map[string]bool{}
 	if len(pool.SharedCounters) > maxCounterSets {

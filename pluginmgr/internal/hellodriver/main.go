@@ -9,6 +9,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
 )
 
@@ -23,8 +24,8 @@ func (d *helloDriver) Info(context.Context) (pluginmgr.Info, error) {
 	return pluginmgr.Info{DriverName: "hello.example.com", DriverVersion: "v0.1.0"}, nil
 }
 
-func (d *helloDriver) WatchDevices(ctx context.Context, send func(pluginmgr.Inventory) error) error {
-	inv := pluginmgr.Inventory{Pools: []pluginmgr.Pool{{
+func (d *helloDriver) WatchDevices(ctx context.Context, send func(inventory.Inventory) error) error {
+	inv := inventory.Inventory{Pools: []inventory.Pool{{
 		Name: "pool-a",
 		Devices: []resourcev1.Device{{
 			Name: "hello-0",

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
 )
 
@@ -60,8 +61,8 @@ func (d *Driver) Configure(_ context.Context, _ string, raw []byte) error {
 	return nil
 }
 
-func (d *Driver) WatchDevices(ctx context.Context, send func(pluginmgr.Inventory) error) error {
-	pool := pluginmgr.Pool{Name: "node"}
+func (d *Driver) WatchDevices(ctx context.Context, send func(inventory.Inventory) error) error {
+	pool := inventory.Pool{Name: "node"}
 	for i := range d.cfg.Devices {
 		pool.Devices = append(pool.Devices, resourcev1.Device{
 			Name: fmt.Sprintf("dev%d", i),
@@ -73,7 +74,7 @@ func (d *Driver) WatchDevices(ctx context.Context, send func(pluginmgr.Inventory
 			},
 		})
 	}
-	if err := send(pluginmgr.Inventory{Pools: []pluginmgr.Pool{pool}}); err != nil {
+	if err := send(inventory.Inventory{Pools: []inventory.Pool{pool}}); err != nil {
 		return err
 	}
 	if d.cfg.ExitAfterInventory {

@@ -14,6 +14,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
 )
 
@@ -28,7 +29,7 @@ func (b *broken) Info(context.Context) (pluginmgr.Info, error) {
 
 func (b *broken) Configure(context.Context, string, []byte) error { return nil }
 
-func (b *broken) WatchDevices(ctx context.Context, send func(pluginmgr.Inventory) error) error {
+func (b *broken) WatchDevices(ctx context.Context, send func(inventory.Inventory) error) error {
 	attrs := map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
 		"both":                              {IntValue: ptr.To(int64(1)), StringValue: ptr.To("one")},
 		"bad.domain_/x":                     {BoolValue: ptr.To(true)},
@@ -38,7 +39,7 @@ func (b *broken) WatchDevices(ctx context.Context, send func(pluginmgr.Inventory
 	for i := range 30 {
 		attrs[resourcev1.QualifiedName(fmt.Sprintf("a%d", i))] = resourcev1.DeviceAttribute{IntValue: ptr.To(int64(i))}
 	}
-	err := send(pluginmgr.Inventory{Pools: []pluginmgr.Pool{{
+	err := send(inventory.Inventory{Pools: []inventory.Pool{{
 		Name: "node",
 		Devices: []resourcev1.Device{
 			{Name: "GPU_0", Attributes: attrs},
