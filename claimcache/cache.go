@@ -22,6 +22,9 @@ type Cache struct {
 	// claimLocks serializes operations per claim UID, and StartPrepare per
 	// namespace/name (so that two UIDs cannot both take one name).
 	claimLocks keyedMutex
+	// callerLocks is WithClaim's: a separate instance, so that the Cache's
+	// methods, which take claimLocks, can run inside WithClaim.
+	callerLocks keyedMutex
 
 	// life is read-held by every operation that writes, so that Close waits
 	// for them instead of closing the journal under them.
@@ -375,6 +378,33 @@ func (c *Cache) RemovePod(uid, podUID string) (Entry, error) {
 		next.removePod(podUID)
 		return next, nil
 	})
+}
+
+// WithClaim runs fn while holding the caller-level lock of the claim with
+// this UID and returns fn's error. It serializes everything callers do for
+// one claim across several calls (a kubelet Prepare and Unprepare of the
+// same claim, or a retried Prepare: read the entry, call the driver, record
+// the result) so that no two of them interleave; each Cache method on its
+// own is already serialized per claim and needs no WithClaim. Calls for
+// different UIDs run concurrently.
+//
+// fn may call any of the Cache's methods, including for uid (they use a
+// separate lock). fn must not call WithClaim for the same uid: that
+// deadlocks. The lock is not durable and is not held across processes, and
+// WithClaim does not check that the claim is recorded or that the Cache is
+// open. An empty uid or a nil fn is an error matching ErrInvalidArgument,
+// and fn is not run. A lock exists only while someone holds or waits for
+// it, and is released if fn panics.
+func (c *Cache) WithClaim(uid string, fn func() error) error {
+	switch {
+	case uid == "":
+		return invalidf("WithClaim: empty UID")
+	case fn == nil:
+		return invalidf("WithClaim %s: nil function", uid)
+	}
+	unlock := c.callerLocks.lock(uid)
+	defer unlock()
+	return fn()
 }
 
 // change runs one operation on one claim: under the claim's lock it decides

@@ -47,10 +47,16 @@
 // per-UID lock that exists only while it is in use, and each is checked
 // against the claim's durable state. Returned Entries are copies.
 //
+// A caller's work on one claim spans several calls (look up, StartPrepare,
+// call the driver, FinishPrepare); WithClaim runs it under a second,
+// caller-level per-UID lock so that a Prepare and an Unprepare of the same
+// claim never interleave.
+//
 // # Storage
 //
 // The record is a checkpoint.Journal keyed by claim UID, so a change costs
 // one appended record however many claims are recorded. The stored format is
-// versioned through checkpoint migrations: format 1 is written; format 0, the
-// prototype layout, is upgraded on Open (see testdata/).
+// versioned through checkpoint migrations: format FormatVersion (1) is
+// written; format 0, the prototype layout, is upgraded on Open (see
+// testdata/).
 package claimcache

@@ -133,3 +133,44 @@ func ExampleCache_Gone() {
 	// u1 is gone
 	// u3 is gone
 }
+
+// A kubelet may send Prepare and Unprepare of one claim at the same time;
+// WithClaim keeps each caller's steps together. Claims of other UIDs are
+// not held up.
+func ExampleCache_WithClaim() {
+	dir, _ := os.MkdirTemp("", "claimcache-example")
+	defer os.RemoveAll(dir)
+	cache, _, err := claimcache.Open(dir, "boot-1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cache.Close()
+
+	claim := claimcache.ClaimRef{Namespace: "ml", Name: "gpus", UID: "7f3c"}
+	err = cache.WithClaim(claim.UID, func() error {
+		// The Cache's methods may be called here; WithClaim on claim.UID
+		// may not.
+		if _, err := cache.StartPrepare(claim, "pod-1"); err != nil {
+			return err
+		}
+		// ... the driver prepares the devices ...
+		_, err := cache.FinishPrepare(claim.UID, map[string][]claimcache.Device{
+			"gpu.example.com": {{Pool: "node-a", Device: "gpu-0", CDIDeviceIDs: []string{"example.com/gpu=gpu-0"}}},
+		})
+		return err
+	})
+	fmt.Println("prepare:", err)
+
+	errBusy := errors.New("device busy")
+	err = cache.WithClaim(claim.UID, func() error {
+		if _, err := cache.StartUnprepare(claim.UID); err != nil {
+			return err
+		}
+		return errBusy // the driver failed: the entry stays UnprepareStarted
+	})
+	e, _ := cache.Get(claim.UID)
+	fmt.Println("unprepare:", errors.Is(err, errBusy), e.State)
+	// Output:
+	// prepare: <nil>
+	// unprepare: true UnprepareStarted
+}

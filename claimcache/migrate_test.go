@@ -138,7 +138,7 @@ func TestUpgradeFormat0(t *testing.T) {
 
 	// The committed journal really is older than what is written now: a
 	// reader of the current format without the upgrade refuses it.
-	_, err := checkpoint.OpenJournal[record](dir, checkpoint.Schema{Kind: schemaKind, Version: formatVersion})
+	_, err := checkpoint.OpenJournal[record](dir, checkpoint.Schema{Kind: schemaKind, Version: FormatVersion})
 	var me *checkpoint.MigrationError
 	if !errors.As(err, &me) || me.From != 0 {
 		t.Fatalf("current-format reader without the upgrade, before it: %v, want *checkpoint.MigrationError from format 0", err)
@@ -164,7 +164,7 @@ func TestUpgradeFormat0(t *testing.T) {
 
 	// The journal was rewritten in the current format: a reader that knows
 	// only format 1 (no migrations) reads it, in a new boot.
-	j, err := checkpoint.OpenJournal[record](dir, checkpoint.Schema{Kind: schemaKind, Version: formatVersion})
+	j, err := checkpoint.OpenJournal[record](dir, checkpoint.Schema{Kind: schemaKind, Version: FormatVersion})
 	if err != nil {
 		t.Fatalf("current-format reader after the upgrade: %v", err)
 	}
@@ -205,7 +205,7 @@ func TestUpgradeRefusesBadFormat0Records(t *testing.T) {
 
 func TestNewerFormatIsRefused(t *testing.T) {
 	dir := t.TempDir()
-	j, err := checkpoint.OpenJournal[json.RawMessage](dir, checkpoint.Schema{Kind: schemaKind, Version: formatVersion + 1})
+	j, err := checkpoint.OpenJournal[json.RawMessage](dir, checkpoint.Schema{Kind: schemaKind, Version: FormatVersion + 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestNewerFormatIsRefused(t *testing.T) {
 	j.Close()
 	_, _, err = Open(dir, "b")
 	var newer *checkpoint.NewerVersionError
-	if !errors.As(err, &newer) || newer.Version != formatVersion+1 || newer.Supported != formatVersion {
+	if !errors.As(err, &newer) || newer.Version != FormatVersion+1 || newer.Supported != FormatVersion {
 		t.Fatalf("Open of a newer format: %v, want *checkpoint.NewerVersionError", err)
 	}
 }

@@ -19,17 +19,21 @@ import (
 // written by a release; format 1, the first layout this module writes
 // (record). Shipping the 0 → 1 upgrade proves, before a real format change
 // needs it, that stored claims survive one.
-const (
-	schemaKind    = "dranode.io/claimcache"
-	formatVersion = 1
-)
+const schemaKind = "dranode.io/claimcache"
+
+// FormatVersion is the format version of the record this package writes (in
+// the header of every journal file, see the checkpoint module's README). A
+// record of an older version is upgraded on Open; one of a newer version is
+// refused with a *checkpoint.NewerVersionError. Tools that read records
+// without opening them (dranodectl) compare against it.
+const FormatVersion = 1
 
 // storeSchema is the journal schema: the kind, the current format and the
 // upgrades from older ones.
 func storeSchema() checkpoint.Schema {
 	return checkpoint.Schema{
 		Kind:    schemaKind,
-		Version: formatVersion,
+		Version: FormatVersion,
 		Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){
 			0: migrateFormat0To1,
 		},
