@@ -15,7 +15,7 @@ func BenchmarkStartup(b *testing.B) {
 	cfg := testConfig(b, nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		p, err := pluginmgr.Launch(cfg, quietOptions())
+		p, err := pluginmgr.Launch(context.Background(), cfg, quietOptions())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,6 +11,8 @@ import (
 // Errors for the ways a plugin can fail to start. Launch wraps them with the
 // plugin's path and the underlying reason; match them with errors.Is.
 var (
+	// ErrInvalidConfig: a PluginConfig is incomplete or malformed.
+	ErrInvalidConfig = errors.New("invalid plugin configuration")
 	// ErrNotExecutable: the configured path is missing, not a regular file
 	// or lacks execute permission.
 	ErrNotExecutable = errors.New("plugin binary is not executable")

@@ -14,7 +14,7 @@ import (
 // Launch a plugin binary (here the module's test plugin, built by TestMain),
 // read its inventory and prepare a claim through it.
 func ExampleLaunch() {
-	p, err := pluginmgr.Launch(pluginmgr.PluginConfig{
+	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{
 		Name:   "test",
 		Path:   testDriverPath,            // absolute path, from the configuration
 		SHA256: sha256Hex(testDriverPath), // from the configuration too
@@ -52,7 +52,7 @@ func ExampleLaunch() {
 
 // A wrong digest refuses to start the binary and names both digests.
 func ExampleChecksumError() {
-	_, err := pluginmgr.Launch(pluginmgr.PluginConfig{
+	_, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{
 		Path:   testDriverPath,
 		SHA256: "0000000000000000000000000000000000000000000000000000000000000000",
 	}, pluginmgr.Options{Logger: hclog.NewNullLogger()})

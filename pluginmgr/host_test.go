@@ -39,7 +39,7 @@ func testConfig(t testing.TB, cfg any, args ...string) pluginmgr.PluginConfig {
 
 func launch(t testing.TB, cfg pluginmgr.PluginConfig, opts pluginmgr.Options) *pluginmgr.Plugin {
 	t.Helper()
-	p, err := pluginmgr.Launch(cfg, opts)
+	p, err := pluginmgr.Launch(context.Background(), cfg, opts)
 	if err != nil {
 		t.Fatalf("Launch: %v", err)
 	}
@@ -239,7 +239,7 @@ func TestHandshakeFailures(t *testing.T) {
 			if tt.timeout > 0 {
 				opts.StartTimeout = tt.timeout
 			}
-			p, err := pluginmgr.Launch(tt.cfg, opts)
+			p, err := pluginmgr.Launch(context.Background(), tt.cfg, opts)
 			if err == nil {
 				p.Close()
 				t.Fatal("Launch succeeded")
@@ -280,14 +280,14 @@ func TestInvalidConfig(t *testing.T) {
 		{Path: "/abs/plugin", SHA256: "abc"},
 		{Path: "/abs/plugin", SHA256: strings.Repeat("0", 64), Config: json.RawMessage("{")},
 	} {
-		if _, err := pluginmgr.Launch(cfg, quietOptions()); !errors.Is(err, pluginmgr.ErrInvalidConfig) {
+		if _, err := pluginmgr.Launch(context.Background(), cfg, quietOptions()); !errors.Is(err, pluginmgr.ErrInvalidConfig) {
 			t.Errorf("Launch(%+v) = %v, want ErrInvalidConfig", cfg, err)
 		}
 	}
 }
 
 func TestInvalidInfoRefusesStart(t *testing.T) {
-	_, err := pluginmgr.Launch(testConfig(t, map[string]any{"driverName": "Not A DNS Name"}), quietOptions())
+	_, err := pluginmgr.Launch(context.Background(), testConfig(t, map[string]any{"driverName": "Not A DNS Name"}), quietOptions())
 	if !errors.Is(err, pluginmgr.ErrInvalidInfo) || !strings.Contains(err.Error(), `"Not A DNS Name"`) {
 		t.Fatalf("Launch = %v, want ErrInvalidInfo naming the driver name", err)
 	}
@@ -368,7 +368,7 @@ func TestManagerStartErrorNamesThePlugin(t *testing.T) {
 	good := testConfig(t, nil)
 	bad := good
 	bad.Name, bad.SHA256 = "bad", strings.Repeat("ab", 32)
-	err := m.Start([]pluginmgr.PluginConfig{bad, good})
+	err := m.Start(context.Background(), []pluginmgr.PluginConfig{bad, good})
 	var se *pluginmgr.StartError
 	if !errors.As(err, &se) || se.Plugin != "bad" || !errors.Is(err, pluginmgr.ErrChecksumMismatch) {
 		t.Fatalf("Start = %v, want a *StartError for plugin bad matching ErrChecksumMismatch", err)
@@ -382,7 +382,7 @@ func TestManagerRefusesDuplicateNames(t *testing.T) {
 	m := pluginmgr.NewManager(quietOptions())
 	defer m.Close()
 	cfg := testConfig(t, nil)
-	err := m.Start([]pluginmgr.PluginConfig{cfg, cfg})
+	err := m.Start(context.Background(), []pluginmgr.PluginConfig{cfg, cfg})
 	if !errors.Is(err, pluginmgr.ErrInvalidConfig) || !strings.Contains(err.Error(), `"test" used twice`) {
 		t.Fatalf("Start with a duplicate name = %v", err)
 	}

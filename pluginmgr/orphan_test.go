@@ -19,7 +19,7 @@ import (
 const hostModeEnv = "PLUGINMGR_TEST_HOST_MODE"
 
 func runAsHost() {
-	p, err := pluginmgr.Launch(pluginmgr.PluginConfig{
+	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{
 		Name: "test", Path: os.Getenv("PLUGINMGR_TEST_DRIVER"), SHA256: sha256Hex(os.Getenv("PLUGINMGR_TEST_DRIVER")),
 	}, pluginmgr.Options{})
 	if err != nil {

@@ -1,6 +1,7 @@
 package pluginmgr_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -46,7 +47,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	}
 	sum := sha256.Sum256(b)
 	opts := quietOptions()
-	p, err := pluginmgr.Launch(pluginmgr.PluginConfig{Path: bin, SHA256: hex.EncodeToString(sum[:]), Config: []byte(`{}`)}, opts)
+	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{Path: bin, SHA256: hex.EncodeToString(sum[:]), Config: []byte(`{}`)}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

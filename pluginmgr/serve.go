@@ -2,6 +2,7 @@ package pluginmgr
 
 import (
 	"context"
+	"errors"
 	"os"
 
 	"github.com/hashicorp/go-hclog"
@@ -94,9 +95,9 @@ func driverError(method string, err error) error {
 		return err
 	}
 	switch {
-	case err == context.Canceled:
+	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
-	case err == context.DeadlineExceeded:
+	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
 	return status.Errorf(codes.Unknown, "driver %s: %v", method, err)

@@ -83,7 +83,7 @@ func TestCleanShutdown(t *testing.T) {
 	cfg := testConfig(t, nil)
 	cfg2 := cfg
 	cfg2.Name = "second"
-	if err := m.Start([]pluginmgr.PluginConfig{cfg, cfg2}); err != nil {
+	if err := m.Start(context.Background(), []pluginmgr.PluginConfig{cfg, cfg2}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"test", "second"} {

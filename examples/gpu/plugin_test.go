@@ -56,7 +56,7 @@ func launchGPU(t *testing.T, cfg map[string]any, opts pluginmgr.Options) *plugin
 		opts.Logger = hclog.NewNullLogger()
 	}
 	opts.StartTimeout = 20 * time.Second
-	p, err := pluginmgr.Launch(pluginmgr.PluginConfig{Path: pluginBinary, SHA256: hex.EncodeToString(sum[:]), Config: raw}, opts)
+	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{Path: pluginBinary, SHA256: hex.EncodeToString(sum[:]), Config: raw}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestHealthThroughHost(t *testing.T) {
 func TestBadConfigRefusesStart(t *testing.T) {
 	b, _ := os.ReadFile(pluginBinary)
 	sum := sha256.Sum256(b)
-	_, err := pluginmgr.Launch(pluginmgr.PluginConfig{Path: pluginBinary, SHA256: hex.EncodeToString(sum[:]), Config: []byte(`{"numDevices": "eight"}`)},
+	_, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{Path: pluginBinary, SHA256: hex.EncodeToString(sum[:]), Config: []byte(`{"numDevices": "eight"}`)},
 		pluginmgr.Options{Logger: hclog.NewNullLogger(), StartTimeout: 20 * time.Second})
 	if err == nil || !containsAll(err.Error(), "Configure", "numDevices") {
 		t.Fatalf("Launch with a bad config = %v", err)

@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -51,7 +52,7 @@ func launch(t *testing.T, name string) *pluginmgr.Plugin {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(b)
-	p, err := pluginmgr.Launch(pluginmgr.PluginConfig{Path: path, SHA256: hex.EncodeToString(sum[:])},
+	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{Path: path, SHA256: hex.EncodeToString(sum[:])},
 		pluginmgr.Options{Logger: hclog.NewNullLogger(), StartTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
