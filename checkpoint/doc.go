@@ -12,7 +12,9 @@
 //
 // [File] holds one document. [File.Load] upgrades older format versions in
 // memory with the [Schema]'s migrations; [File.Save] writes the current
-// version durably (temporary file, fsync, rename, directory fsync).
+// version durably (temporary file, fsync, rename, directory fsync), through
+// package [github.com/dranode/dranode/checkpoint/durable], which other
+// modules use for the same job.
 //
 // [Journal] holds a map of keys to values as a snapshot plus a log. Each
 // [Journal.Commit] appends one checksummed record and returns after the
