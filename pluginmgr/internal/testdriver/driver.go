@@ -31,6 +31,10 @@ type Config struct {
 	ExitAfterInventory bool `json:"exitAfterInventory"`
 	// DriverName overrides the reported driver name (to test Info checks).
 	DriverName string `json:"driverName"`
+	// HangIn names a call ("Configure" or "Info") that never returns, not
+	// even when the host gives up on it, as a stuck driver would; it writes
+	// <BlockDir>/<call>-started first.
+	HangIn string `json:"hangIn"`
 }
 
 // Driver is the test driver; the zero value is ready for Configure.
@@ -41,6 +45,7 @@ type Driver struct {
 }
 
 func (d *Driver) Info(context.Context) (pluginmgr.Info, error) {
+	d.hangIf("Info")
 	name := "test.dranode.dev"
 	if d.cfg.DriverName != "" {
 		name = d.cfg.DriverName
@@ -58,7 +63,19 @@ func (d *Driver) Configure(_ context.Context, _ string, raw []byte) error {
 	if d.Log != nil {
 		d.Log.Info("configured", "devices", d.cfg.Devices)
 	}
+	d.hangIf("Configure")
 	return nil
+}
+
+// hangIf blocks forever when the configuration says call hangs.
+func (d *Driver) hangIf(call string) {
+	if d.cfg.HangIn != call {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(d.cfg.BlockDir, call+"-started"), []byte(fmt.Sprint(os.Getpid())), 0o644); err != nil {
+		panic(err)
+	}
+	select {}
 }
 
 func (d *Driver) WatchDevices(ctx context.Context, send func(inventory.Inventory) error) error {
