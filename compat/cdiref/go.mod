@@ -10,9 +10,12 @@ require (
 )
 
 require (
+	github.com/dranode/dranode/checkpoint v0.0.0-00010101000000-000000000000 // indirect
 	github.com/fsnotify/fsnotify v1.7.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.19.0 // indirect
 )
 
 replace github.com/dranode/dranode/cdi => ../../cdi
+
+replace github.com/dranode/dranode/checkpoint => ../../checkpoint
