@@ -1,6 +1,8 @@
 package sliceclient
 
 import (
+	"github.com/dranode/dranode/inventory"
+	"github.com/dranode/dranode/inventory/inventorytest"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -10,14 +12,14 @@ import (
 // 1000-device pool: a new copy of the same inventory is prepared (as Update
 // does) and planned against the stored slices.
 func BenchmarkNoopSync(b *testing.B) {
-	pool := Pool{Name: "pool", Devices: testDevices("dev-", 1000)}
+	pool := inventory.Pool{Name: "pool", Devices: inventorytest.Devices("dev-", 1000)}
 	pl := &planner{driver: testDriver, node: testNode, owner: testOwner}
 	srv := newMemServer()
 	if err := srv.apply(pl.plan(pool.Name, newDesiredPool(pool), nil, nil)); err != nil {
 		b.Fatal(err)
 	}
 	stored := srv.stored(pool.Name)
-	inv := Inventory{Pools: []Pool{pool}}
+	inv := inventory.Inventory{Pools: []inventory.Pool{pool}}
 	prev := &Publisher{inventory: map[string]*desiredPool{}}
 	prepare(b, prev, inv)
 	b.ReportAllocs()
@@ -32,7 +34,7 @@ func BenchmarkNoopSync(b *testing.B) {
 // BenchmarkNoopSyncEvent is a sync triggered by a watch event with the
 // inventory unchanged: the planning step alone.
 func BenchmarkNoopSyncEvent(b *testing.B) {
-	pool := Pool{Name: "pool", Devices: testDevices("dev-", 1000)}
+	pool := inventory.Pool{Name: "pool", Devices: inventorytest.Devices("dev-", 1000)}
 	pl := &planner{driver: testDriver, node: testNode, owner: testOwner}
 	srv := newMemServer()
 	dp := newDesiredPool(pool)
@@ -49,7 +51,7 @@ func BenchmarkNoopSyncEvent(b *testing.B) {
 }
 
 // prepare runs Update's validation and encoding, without a queue.
-func prepare(b *testing.B, p *Publisher, inv Inventory) map[string]*desiredPool {
+func prepare(b *testing.B, p *Publisher, inv inventory.Inventory) map[string]*desiredPool {
 	if _, err := p.prepare(inv); err != nil {
 		b.Fatal(err)
 	}
@@ -61,11 +63,11 @@ func prepare(b *testing.B, p *Publisher, inv Inventory) map[string]*desiredPool 
 // each publisher of the 100-node start-up does): Update's validation and
 // encoding, then the plan of the creates.
 func BenchmarkFirstPublish(b *testing.B) {
-	devices := testDevices("dev-", 64)
+	devices := inventorytest.Devices("dev-", 64)
 	for i := range devices {
 		devices[i].Attributes["gpu.example.com/pcie"] = resourceapi.DeviceAttribute{VersionValue: ptrTo("5.0.0")}
 	}
-	inv := Inventory{Pools: []Pool{{Name: "pool", Devices: devices}}}
+	inv := inventory.Inventory{Pools: []inventory.Pool{{Name: "pool", Devices: devices}}}
 	pl := &planner{driver: testDriver, node: testNode, owner: testOwner}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
+	"github.com/dranode/dranode/inventory"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,14 +25,14 @@ type DryRun struct {
 
 // Slices returns the ResourceSlices a new publisher would create for inv:
 // each pool split afresh at generation 1, in pool order, then slice order.
-func (d DryRun) Slices(inv Inventory) ([]*resourceapi.ResourceSlice, error) {
-	if err := ValidateDriverName(d.DriverName); err != nil {
+func (d DryRun) Slices(inv inventory.Inventory) ([]*resourceapi.ResourceSlice, error) {
+	if err := checkDriverName(d.DriverName); err != nil {
 		return nil, err
 	}
-	if msgs := validateNodeName(d.NodeName); len(msgs) > 0 || d.NodeName == "" {
-		return nil, fmt.Errorf("%w: node name %q: %s", ErrInvalidOptions, d.NodeName, strings.Join(msgs, "; "))
+	if err := checkNodeName(d.NodeName); err != nil {
+		return nil, err
 	}
-	if err := ValidateInventory(inv); err != nil {
+	if err := inventory.Validate(inv); err != nil {
 		return nil, err
 	}
 	pl := planner{driver: d.DriverName, node: d.NodeName, owner: metav1.OwnerReference{
@@ -57,7 +57,7 @@ func (d DryRun) Slices(inv Inventory) ([]*resourceapi.ResourceSlice, error) {
 // file, synced, renamed). Files of this node and driver from an earlier call
 // that are no longer wanted are removed; other files are left alone. It
 // returns the paths written. An invalid inventory writes nothing.
-func (d DryRun) WriteDir(dir string, inv Inventory) ([]string, error) {
+func (d DryRun) WriteDir(dir string, inv inventory.Inventory) ([]string, error) {
 	slices, err := d.Slices(inv)
 	if err != nil {
 		return nil, err

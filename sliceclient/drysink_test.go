@@ -2,6 +2,8 @@ package sliceclient
 
 import (
 	"errors"
+	"github.com/dranode/dranode/inventory"
+	"github.com/dranode/dranode/inventory/inventorytest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,14 +16,14 @@ func TestDryRunWriteDir(t *testing.T) {
 	dir := t.TempDir()
 	dry := DryRun{DriverName: testDriver, NodeName: testNode, NodeUID: "uid-1"}
 	other := DryRun{DriverName: "other.example.com", NodeName: testNode}
-	if _, err := other.WriteDir(dir, Inventory{Pools: []Pool{{Name: "x", Devices: testDevices("o-", 1)}}}); err != nil {
+	if _, err := other.WriteDir(dir, inventory.Inventory{Pools: []inventory.Pool{{Name: "x", Devices: inventorytest.Devices("o-", 1)}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "unrelated.yaml"), []byte("not: a slice\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
-	paths, err := dry.WriteDir(dir, Inventory{Pools: []Pool{{Name: "a", Devices: testDevices("d-", 200)}, {Name: "b"}}})
+	paths, err := dry.WriteDir(dir, inventory.Inventory{Pools: []inventory.Pool{{Name: "a", Devices: inventorytest.Devices("d-", 200)}, {Name: "b"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +51,7 @@ func TestDryRunWriteDir(t *testing.T) {
 	}
 
 	// A smaller inventory removes the files it no longer needs, and only those.
-	paths, err = dry.WriteDir(dir, Inventory{Pools: []Pool{{Name: "a", Devices: testDevices("d-", 5)}}})
+	paths, err = dry.WriteDir(dir, inventory.Inventory{Pools: []inventory.Pool{{Name: "a", Devices: inventorytest.Devices("d-", 5)}}})
 	if err != nil || len(paths) != 1 {
 		t.Fatalf("second write: %v, %d paths", err, len(paths))
 	}
@@ -60,8 +62,8 @@ func TestDryRunWriteDir(t *testing.T) {
 
 	// An invalid inventory writes nothing.
 	before, _ := os.ReadFile(paths[0])
-	_, err = dry.WriteDir(dir, Inventory{Pools: []Pool{{Name: "a", Devices: append(testDevices("d-", 5), testDevice("d-0", "dup"))}}})
-	if !errors.Is(err, ErrInvalidInventory) {
+	_, err = dry.WriteDir(dir, inventory.Inventory{Pools: []inventory.Pool{{Name: "a", Devices: append(inventorytest.Devices("d-", 5), inventorytest.Device("d-0", "dup"))}}})
+	if !errors.Is(err, inventory.ErrInvalid) {
 		t.Fatalf("invalid inventory: %v", err)
 	}
 	after, _ := os.ReadFile(paths[0])

@@ -1,9 +1,11 @@
 package sliceclient_test
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/sliceclient"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -25,7 +27,7 @@ func gpus(n int) []resourceapi.Device {
 // of at most 128, spread evenly so that each has room to grow.
 func ExampleDryRun_Slices() {
 	dry := sliceclient.DryRun{DriverName: "gpu.example.com", NodeName: "node-1"}
-	slices, err := dry.Slices(sliceclient.Inventory{Pools: []sliceclient.Pool{
+	slices, err := dry.Slices(inventory.Inventory{Pools: []inventory.Pool{
 		{Name: "node-1", Devices: gpus(300)},
 	}})
 	if err != nil {
@@ -41,13 +43,26 @@ func ExampleDryRun_Slices() {
 	// node-1-gpu.example.com-node-1-233ee2c2-2 100 1 3
 }
 
-// Invalid input is rejected as a whole, with every problem named.
-func ExampleValidateInventory() {
+// The publisher takes an inventory.Inventory; one that inventory.Validate
+// rejects is refused as a whole with that error, every problem named, and
+// the publisher keeps what it had.
+func ExamplePublisher_Update() {
+	cs := fake.NewClientset()
+	p, err := sliceclient.New(sliceclient.Options{
+		Client:     sliceclient.Client{ResourceSlices: cs.ResourceV1().ResourceSlices(), Nodes: cs.CoreV1().Nodes()},
+		DriverName: "gpu.example.com", NodeName: "node-1", NodeUID: "uid-1",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	devs := gpus(2)
 	devs[1].Name = "GPU_1"
-	err := sliceclient.ValidateInventory(sliceclient.Inventory{Pools: []sliceclient.Pool{{Name: "p", Devices: devs}}})
+	err = p.Update(inventory.Inventory{Pools: []inventory.Pool{{Name: "node-1", Devices: devs}}})
+	fmt.Println(errors.Is(err, inventory.ErrInvalid))
 	fmt.Println(err)
 	// Output:
+	// true
 	// invalid inventory: 1 problem(s): pools[0].devices[1].name: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')
 }
 

@@ -2,6 +2,7 @@ package sliceclient
 
 import (
 	"bytes"
+	"github.com/dranode/dranode/inventory/inventorytest"
 	"reflect"
 	"testing"
 
@@ -19,7 +20,7 @@ func TestSameAttributeKnowsEveryField(t *testing.T) {
 }
 
 func TestSameSimpleDeviceAgreesWithEncoding(t *testing.T) {
-	base := testDevice("dev-0", "a100")
+	base := inventorytest.Device("dev-0", "a100")
 	tests := []struct {
 		name   string
 		change func(d *resourceapi.Device)

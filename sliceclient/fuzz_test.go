@@ -1,6 +1,8 @@
 package sliceclient
 
 import (
+	"github.com/dranode/dranode/inventory"
+	"github.com/dranode/dranode/inventory/inventorytest"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -17,10 +19,8 @@ func FuzzSliceName(f *testing.F) {
 		if index < 0 || index > 1<<20 {
 			return
 		}
-		var ps problems
-		validatePoolName(&ps, "pool", pool)
-		validateDriverName(&ps, "driver", driver)
-		if len(ps) > 0 || node == "" || len(validation.IsDNS1123Subdomain(node)) > 0 {
+		if inventory.Validate(inventory.Inventory{Pools: []inventory.Pool{{Name: pool}}}) != nil ||
+			inventory.ValidateDriverName(driver) != nil || checkNodeName(node) != nil {
 			return
 		}
 		name := SliceName(node, driver, pool, index)
@@ -42,14 +42,14 @@ func FuzzValidateThenPlan(f *testing.F) {
 		if n < 0 || n > 2000 {
 			return
 		}
-		devs := testDevices(prefix, n)
+		devs := inventorytest.Devices(prefix, n)
 		if taint && n > 0 {
 			for i := 0; i < n; i += 3 {
 				devs[i].Taints = []resourceapi.DeviceTaint{{Key: "example.com/t", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
 			}
 		}
-		pool := Pool{Name: "p", Devices: devs}
-		if ValidateInventory(Inventory{Pools: []Pool{pool}}) != nil {
+		pool := inventory.Pool{Name: "p", Devices: devs}
+		if inventory.Validate(inventory.Inventory{Pools: []inventory.Pool{pool}}) != nil {
 			return
 		}
 		pl := &planner{driver: testDriver, node: testNode, owner: testOwner}

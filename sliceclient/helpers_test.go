@@ -2,10 +2,11 @@ package sliceclient
 
 import (
 	"fmt"
+	"os"
 	"strconv"
+	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -16,27 +17,6 @@ const (
 	testDriver = "gpu.example.com"
 	testNode   = "node-1"
 )
-
-func testDevice(name string, model string) resourceapi.Device {
-	return resourceapi.Device{
-		Name: name,
-		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-			"model":                 {StringValue: &model},
-			"gpu.example.com/index": {IntValue: ptrTo(int64(len(name)))},
-		},
-		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-			"memory": {Value: resource.MustParse("16Gi")},
-		},
-	}
-}
-
-func testDevices(prefix string, n int) []resourceapi.Device {
-	out := make([]resourceapi.Device, n)
-	for i := range out {
-		out[i] = testDevice(prefix+strconv.Itoa(i), "a100")
-	}
-	return out
-}
 
 // memServer applies plans the way the API server would, assigning resource
 // versions and UIDs, so planner tests can run a scenario step by step.
@@ -94,4 +74,14 @@ func fakeClient() Client { return clientOf(fake.NewClientset()) }
 
 func clientOf(cs kubernetes.Interface) Client {
 	return Client{ResourceSlices: cs.ResourceV1().ResourceSlices(), Nodes: cs.CoreV1().Nodes()}
+}
+
+// TestMain turns off client-go's streaming initial list (WatchListClient)
+// for the whole test binary: the fake clientset's watch never sends the
+// bookmark that ends it, and the typed client in a Client cannot say so
+// (only the fake Clientset itself implements IsWatchListSemanticsUnSupported).
+// client-go reads the gate once, so it is set before any test runs.
+func TestMain(m *testing.M) {
+	os.Setenv("KUBE_FEATURE_WatchListClient", "false")
+	os.Exit(m.Run())
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dranode/dranode/inventory"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -232,7 +233,7 @@ type desiredPool struct {
 	anyAdvanced bool
 }
 
-func newDesiredPool(pool Pool) *desiredPool {
+func newDesiredPool(pool inventory.Pool) *desiredPool {
 	devices := make([]desiredDevice, len(pool.Devices))
 	for i := range pool.Devices {
 		devices[i] = encodeDevice(&pool.Devices[i])
@@ -240,7 +241,7 @@ func newDesiredPool(pool Pool) *desiredPool {
 	return newDesiredPoolEncoded(pool, devices)
 }
 
-func newDesiredPoolEncoded(pool Pool, devices []desiredDevice) *desiredPool {
+func newDesiredPoolEncoded(pool inventory.Pool, devices []desiredDevice) *desiredPool {
 	dp := &desiredPool{name: pool.Name, devices: devices, byName: make(map[string]int, len(devices))}
 	for i := range devices {
 		dp.byName[devices[i].name] = i
@@ -277,6 +278,27 @@ type poolPlan struct {
 
 func (p *poolPlan) empty() bool {
 	return len(p.creates) == 0 && len(p.updates) == 0 && len(p.deletes) == 0
+}
+
+// Per-slice limits of the API, which the planner splits pools by.
+const (
+	maxDevicesPerSlice         = resourceapi.ResourceSliceMaxDevices
+	maxAdvancedDevicesPerSlice = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+	maxCounterSetsPerSlice     = resourceapi.ResourceSliceMaxCounterSets
+)
+
+// isAdvanced reports whether a device makes its slice subject to the lower
+// device limit: taints, counter consumption or list-valued attributes.
+func isAdvanced(d *resourceapi.Device) bool {
+	if len(d.Taints) > 0 || len(d.ConsumesCounters) > 0 {
+		return true
+	}
+	for _, a := range d.Attributes {
+		if a.BoolValues != nil || a.IntValues != nil || a.StringValues != nil || a.VersionValues != nil {
+			return true
+		}
+	}
+	return false
 }
 
 type planner struct {

@@ -1,6 +1,8 @@
 package sliceclient
 
 import (
+	"github.com/dranode/dranode/inventory"
+	"github.com/dranode/dranode/inventory/inventorytest"
 	"slices"
 	"testing"
 
@@ -9,26 +11,26 @@ import (
 
 type step struct {
 	name                               string
-	change                             func(p *Pool)
+	change                             func(p *inventory.Pool)
 	wipe                               bool // delete every stored slice first, like the kubelet
 	creates, updates, deletes, nSlices int
 	bump                               bool
 }
 
 func TestPlanMinimalWrites(t *testing.T) {
-	pool := Pool{Name: "pool-a", Devices: testDevices("dev-", 1000)}
+	pool := inventory.Pool{Name: "pool-a", Devices: inventorytest.Devices("dev-", 1000)}
 	steps := []step{
 		{name: "initial publish", creates: 8, nSlices: 8, bump: true},
 		{name: "restart unchanged", nSlices: 8},
-		{name: "one attribute", change: func(p *Pool) { p.Devices[3] = testDevice("dev-3", "h100") }, updates: 1, nSlices: 8},
-		{name: "add one device to a slice with room", change: func(p *Pool) { p.Devices = append(p.Devices, testDevice("new-0", "a100")) }, updates: 1, nSlices: 8},
-		{name: "remove one device", change: func(p *Pool) { p.Devices = slices.Delete(p.Devices, 500, 501) }, updates: 1, nSlices: 8},
-		{name: "two slices changed", change: func(p *Pool) {
-			p.Devices[0] = testDevice("dev-0", "h200")
-			p.Devices[900] = testDevice(p.Devices[900].Name, "h200")
+		{name: "one attribute", change: func(p *inventory.Pool) { p.Devices[3] = inventorytest.Device("dev-3", "h100") }, updates: 1, nSlices: 8},
+		{name: "add one device to a slice with room", change: func(p *inventory.Pool) { p.Devices = append(p.Devices, inventorytest.Device("new-0", "a100")) }, updates: 1, nSlices: 8},
+		{name: "remove one device", change: func(p *inventory.Pool) { p.Devices = slices.Delete(p.Devices, 500, 501) }, updates: 1, nSlices: 8},
+		{name: "two slices changed", change: func(p *inventory.Pool) {
+			p.Devices[0] = inventorytest.Device("dev-0", "h200")
+			p.Devices[900] = inventorytest.Device(p.Devices[900].Name, "h200")
 		}, updates: 2, nSlices: 8},
-		{name: "grow by one slice", change: func(p *Pool) { p.Devices = append(p.Devices, testDevices("grow-", 128)...) }, creates: 1, updates: 8, nSlices: 9, bump: true},
-		{name: "shrink by one slice", change: func(p *Pool) { p.Devices = p.Devices[:len(p.Devices)-128] }, deletes: 1, updates: 8, nSlices: 8, bump: true},
+		{name: "grow by one slice", change: func(p *inventory.Pool) { p.Devices = append(p.Devices, inventorytest.Devices("grow-", 128)...) }, creates: 1, updates: 8, nSlices: 9, bump: true},
+		{name: "shrink by one slice", change: func(p *inventory.Pool) { p.Devices = p.Devices[:len(p.Devices)-128] }, deletes: 1, updates: 8, nSlices: 8, bump: true},
 		{name: "kubelet wipe", wipe: true, creates: 8, nSlices: 8, bump: true},
 		{name: "steady", nSlices: 8},
 	}
@@ -67,7 +69,7 @@ func TestPlanMinimalWrites(t *testing.T) {
 
 // checkPool asserts the stored slices form one consistent pool holding
 // exactly the pool's devices, each once, within the per-slice limit.
-func checkPool(t *testing.T, step string, srv *memServer, pool Pool, nSlices int) {
+func checkPool(t *testing.T, step string, srv *memServer, pool inventory.Pool, nSlices int) {
 	t.Helper()
 	stored := srv.stored(pool.Name)
 	if len(stored) != nSlices {
@@ -103,7 +105,7 @@ func checkPool(t *testing.T, step string, srv *memServer, pool Pool, nSlices int
 }
 
 func TestPlanLimitsAndCounters(t *testing.T) {
-	tainted := testDevices("t-", 130)
+	tainted := inventorytest.Devices("t-", 130)
 	for i := range tainted {
 		tainted[i].Taints = []resourceapi.DeviceTaint{{Key: "example.com/broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
 	}
@@ -113,15 +115,15 @@ func TestPlanLimitsAndCounters(t *testing.T) {
 	}
 	tests := []struct {
 		name          string
-		pool          Pool
+		pool          inventory.Pool
 		wantSlices    int
 		wantMaxPerDev int
 	}{
-		{"empty pool has one slice", Pool{Name: "p"}, 1, 0},
-		{"128 plain devices fit one slice", Pool{Name: "p", Devices: testDevices("d-", 128)}, 1, 128},
-		{"129 plain devices need two", Pool{Name: "p", Devices: testDevices("d-", 129)}, 2, 65},
-		{"tainted devices use the 64 limit", Pool{Name: "p", Devices: tainted}, 3, 44},
-		{"counter sets go in slices of 8, first", Pool{Name: "p", SharedCounters: counters, Devices: testDevices("d-", 10)}, 3, 10},
+		{"empty pool has one slice", inventory.Pool{Name: "p"}, 1, 0},
+		{"128 plain devices fit one slice", inventory.Pool{Name: "p", Devices: inventorytest.Devices("d-", 128)}, 1, 128},
+		{"129 plain devices need two", inventory.Pool{Name: "p", Devices: inventorytest.Devices("d-", 129)}, 2, 65},
+		{"tainted devices use the 64 limit", inventory.Pool{Name: "p", Devices: tainted}, 3, 44},
+		{"counter sets go in slices of 8, first", inventory.Pool{Name: "p", SharedCounters: counters, Devices: inventorytest.Devices("d-", 10)}, 3, 10},
 	}
 	pl := &planner{driver: testDriver, node: testNode, owner: testOwner}
 	for _, tt := range tests {
@@ -153,7 +155,7 @@ func TestPlanLimitsAndCounters(t *testing.T) {
 func TestPlanDeletesForeignAndRemovedPools(t *testing.T) {
 	pl := &planner{driver: testDriver, node: testNode, owner: testOwner}
 	srv := newMemServer()
-	pool := Pool{Name: "p", Devices: testDevices("d-", 3)}
+	pool := inventory.Pool{Name: "p", Devices: inventorytest.Devices("d-", 3)}
 	if err := srv.apply(pl.plan("p", newDesiredPool(pool), nil, nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +179,7 @@ func TestPlanDeletesForeignAndRemovedPools(t *testing.T) {
 // server's answer gives, and a device the server returned differently is
 // encoded from the answer, so a dropped field is still noticed.
 func TestStoredAfterWriteMatchesEncoding(t *testing.T) {
-	tainted := testDevice("dev-t", "a100")
+	tainted := inventorytest.Device("dev-t", "a100")
 	tainted.Taints = []resourceapi.DeviceTaint{{Key: "example.com/broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
 	cases := []struct {
 		name        string
@@ -185,34 +187,34 @@ func TestStoredAfterWriteMatchesEncoding(t *testing.T) {
 		serverEdits func(got *resourceapi.ResourceSlice)
 		wantEqual   bool // the stored form equals what was sent
 	}{
-		{name: "simple devices returned as sent", devices: testDevices("dev-", 5), wantEqual: true},
-		{name: "a tainted device among simple ones", devices: append(testDevices("dev-", 3), tainted), wantEqual: true},
-		{name: "server dropped an attribute", devices: testDevices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
+		{name: "simple devices returned as sent", devices: inventorytest.Devices("dev-", 5), wantEqual: true},
+		{name: "a tainted device among simple ones", devices: append(inventorytest.Devices("dev-", 3), tainted), wantEqual: true},
+		{name: "server dropped an attribute", devices: inventorytest.Devices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
 			delete(got.Spec.Devices[1].Attributes, "model")
 		}},
-		{name: "server changed a capacity", devices: testDevices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
+		{name: "server changed a capacity", devices: inventorytest.Devices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
 			c := got.Spec.Devices[2].Capacity["memory"]
 			c.Value.Add(c.Value)
 			got.Spec.Devices[2].Capacity["memory"] = c
 		}},
 		{name: "server dropped the only non-simple field", devices: func() []resourceapi.Device {
-			d := testDevices("dev-", 3)
+			d := inventorytest.Devices("dev-", 3)
 			d[1].AllowMultipleAllocations = ptrTo(true)
 			return d
 		}(), serverEdits: func(got *resourceapi.ResourceSlice) {
 			got.Spec.Devices[1].AllowMultipleAllocations = nil
 		}},
-		{name: "server added a field", devices: testDevices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
+		{name: "server added a field", devices: inventorytest.Devices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
 			got.Spec.Devices[0].AllowMultipleAllocations = ptrTo(true)
 		}},
-		{name: "server returned one device less", devices: testDevices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
+		{name: "server returned one device less", devices: inventorytest.Devices("dev-", 3), serverEdits: func(got *resourceapi.ResourceSlice) {
 			got.Spec.Devices = got.Spec.Devices[:2]
 		}},
 	}
 	pl := &planner{driver: testDriver, node: testNode, owner: testOwner}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			pool := Pool{Name: "pool", Devices: tc.devices}
+			pool := inventory.Pool{Name: "pool", Devices: tc.devices}
 			plan := pl.plan(pool.Name, newDesiredPool(pool), nil, nil)
 			if len(plan.creates) != 1 {
 				t.Fatalf("%d creates planned, want 1", len(plan.creates))

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dranode/dranode/inventory"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,19 +122,14 @@ func New(opts Options) (*Publisher, error) {
 	if opts.Client.Nodes == nil && opts.NodeUID == "" {
 		return nil, fmt.Errorf("%w: Client.Nodes is nil and NodeUID is empty: one is needed for the slices' owner", ErrInvalidOptions)
 	}
-	if err := ValidateDriverName(opts.DriverName); err != nil {
+	if err := checkDriverName(opts.DriverName); err != nil {
 		return nil, err
 	}
-	if opts.NodeName == "" {
-		return nil, fmt.Errorf("%w: NodeName is empty", ErrInvalidOptions)
+	if err := checkNodeName(opts.NodeName); err != nil {
+		return nil, err
 	}
 	if opts.Watcher != nil && opts.Watcher.driver != opts.DriverName {
 		return nil, fmt.Errorf("%w: Watcher is for driver %q, DriverName is %q", ErrInvalidOptions, opts.Watcher.driver, opts.DriverName)
-	}
-	var ps problems
-	ps.addAllFor("nodeName", opts.NodeName, validateNodeName(opts.NodeName))
-	if err := ps.err(ErrInvalidOptions); err != nil {
-		return nil, err
 	}
 	debounce := opts.Debounce
 	switch {
@@ -166,10 +162,10 @@ func New(opts Options) (*Publisher, error) {
 }
 
 // Update replaces the inventory. An invalid inventory is rejected as a whole
-// with a *ValidationError (errors.Is ErrInvalidInventory) and the previous
-// one stays published. Update copies inv and returns at once; the writes
+// with inventory.Validate's *inventory.ValidationError (errors.Is
+// inventory.ErrInvalid) and the previous one stays published. Update copies inv and returns at once; the writes
 // happen in the background after the debounce window.
-func (p *Publisher) Update(inv Inventory) error {
+func (p *Publisher) Update(inv inventory.Inventory) error {
 	touched, err := p.prepare(inv)
 	if err != nil {
 		return err
@@ -182,7 +178,7 @@ func (p *Publisher) Update(inv Inventory) error {
 
 // prepare validates and encodes inv, makes it the inventory and returns the
 // pools to sync.
-func (p *Publisher) prepare(inv Inventory) ([]string, error) {
+func (p *Publisher) prepare(inv inventory.Inventory) ([]string, error) {
 	p.updateMu.Lock()
 	defer p.updateMu.Unlock()
 	p.mu.Lock()
@@ -215,7 +211,7 @@ func (p *Publisher) prepare(inv Inventory) ([]string, error) {
 		k, ok := old.byName[inv.Pools[pool].Devices[device].Name]
 		return ok && bytes.Equal(old.devices[k].full, encoded[pool][device].full)
 	}
-	if err := validateInventory(inv, unchanged); err != nil {
+	if err := inventory.ValidateIncremental(inv, unchanged); err != nil {
 		return nil, err
 	}
 	pools := make(map[string]*desiredPool, len(inv.Pools))

@@ -2,41 +2,12 @@ package sliceclient
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
+	"github.com/dranode/dranode/inventory"
+	"github.com/dranode/dranode/inventory/inventorytest"
 )
-
-func TestValidateInventory(t *testing.T) {
-	for _, tt := range validationCases() {
-		t.Run(tt.name, func(t *testing.T) {
-			err := ValidateInventory(Inventory{Pools: []Pool{tt.pool}})
-			if (err == nil) != tt.valid {
-				t.Fatalf("err = %v, want valid=%v", err, tt.valid)
-			}
-			if err == nil {
-				return
-			}
-			var verr *ValidationError
-			if !errors.Is(err, ErrInvalidInventory) || !errors.As(err, &verr) || len(verr.Problems) == 0 {
-				t.Fatalf("error %v is not a *ValidationError matching ErrInvalidInventory", err)
-			}
-			if !strings.HasPrefix(verr.Problems[0].Field, "pools[0]") {
-				t.Errorf("problem %q does not name the field", verr.Problems[0])
-			}
-		})
-	}
-}
-
-func TestValidateDuplicatePools(t *testing.T) {
-	err := ValidateInventory(Inventory{Pools: []Pool{{Name: "a"}, {Name: "a"}}})
-	if err == nil || !strings.Contains(err.Error(), "duplicate pool name") {
-		t.Fatalf("duplicate pools: %v", err)
-	}
-}
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	slicesOnly := Client{ResourceSlices: fakeClient().ResourceSlices}
@@ -46,13 +17,18 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}{
 		{Options{DriverName: testDriver, NodeName: testNode}, "Client.ResourceSlices is nil"},
 		{Options{Client: slicesOnly, DriverName: testDriver, NodeName: testNode}, "Client.Nodes is nil and NodeUID is empty"},
-		{Options{Client: fakeClient(), DriverName: "Not_A_Driver", NodeName: testNode}, "Not_A_Driver"},
+		{Options{Client: fakeClient(), DriverName: "Not_A_Driver", NodeName: testNode}, `driverName: "Not_A_Driver"`},
+		{Options{Client: fakeClient(), NodeName: testNode}, "driverName: must not be empty"},
 		{Options{Client: fakeClient(), DriverName: testDriver}, "NodeName is empty"},
-		{Options{Client: fakeClient(), DriverName: testDriver, NodeName: "UPPER"}, "UPPER"},
+		{Options{Client: fakeClient(), DriverName: testDriver, NodeName: "UPPER"}, `NodeName "UPPER"`},
 	} {
 		_, err := New(tc.opts)
 		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidOptions naming %q", tc.opts, err, tc.want)
+		}
+		// Options are the caller's configuration, not its inventory.
+		if errors.Is(err, inventory.ErrInvalid) {
+			t.Errorf("New(%+v) = %v, which matches inventory.ErrInvalid", tc.opts, err)
 		}
 	}
 	// Nodes is only read for the owner's UID: with NodeUID given it may be nil.
@@ -61,43 +37,37 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 }
 
-// TestIsDNSLabelAgreesWithValidation: the regexp-free device name check
-// accepts exactly what validation.IsDNS1123Label accepts.
-func TestIsDNSLabelAgreesWithValidation(t *testing.T) {
-	for _, name := range []string{
-		"", "a", "0", "-", "a-", "-a", "a-b", "a--b", "gpu-0", "GPU-0", "gpu_0", "gpu.0", "gpu 0", "é",
-		strings.Repeat("a", 63), strings.Repeat("a", 64), "a" + strings.Repeat("-", 61) + "b",
-	} {
-		want := len(validation.IsDNS1123Label(name)) == 0
-		if got := isDNSLabel(name); got != want {
-			t.Errorf("isDNSLabel(%q) = %v, validation.IsDNS1123Label says valid=%v", name, got, want)
+// An inventory that inventory.Validate rejects is rejected by Update with
+// that error, and the publisher keeps the one it had.
+func TestUpdateRejectsInvalidInventory(t *testing.T) {
+	p, err := New(Options{Client: fakeClient(), DriverName: testDriver, NodeName: testNode, NodeUID: "uid-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := inventory.Inventory{Pools: []inventory.Pool{{Name: "pool", Devices: inventorytest.Devices("dev-", 3)}}}
+	if err := p.Update(good); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range inventorytest.Cases() {
+		if tc.Valid {
+			continue
+		}
+		err := p.Update(tc.Inventory())
+		var verr *inventory.ValidationError
+		if !errors.Is(err, inventory.ErrInvalid) || !errors.As(err, &verr) {
+			t.Errorf("%s: Update = %v, want an *inventory.ValidationError", tc.Name, err)
 		}
 	}
-}
-
-// TestValidateReportsEveryDeviceWithABadName: names and versions are
-// checked once per pool only when valid; an invalid one is reported for
-// every device that has it, each with its own path.
-func TestValidateReportsEveryDeviceWithABadName(t *testing.T) {
-	devices := testDevices("dev-", 3)
-	for i := range devices {
-		devices[i].Attributes["bad name!"] = resourceapi.DeviceAttribute{VersionValue: ptrTo("not-semver")}
+	// A device made invalid after it was accepted is validated again: the
+	// shortcut for unchanged devices must not cover a changed one.
+	bad := good.DeepCopy()
+	bad.Pools[0].Devices[1].Attributes["9lives"] = bad.Pools[0].Devices[1].Attributes["model"]
+	if err := p.Update(bad); !errors.Is(err, inventory.ErrInvalid) {
+		t.Errorf("Update with a device changed to be invalid = %v, want inventory.ErrInvalid", err)
 	}
-	err := ValidateInventory(Inventory{Pools: []Pool{{Name: "pool", Devices: devices}}})
-	var verr *ValidationError
-	if !errors.As(err, &verr) {
-		t.Fatalf("err = %v, want a *ValidationError", err)
-	}
-	for i := range devices {
-		for _, suffix := range []string{`.attributes["bad name!"]`, `.attributes["bad name!"].version`} {
-			field := fmt.Sprintf("pools[0].devices[%d]%s", i, suffix)
-			found := false
-			for _, p := range verr.Problems {
-				found = found || p.Field == field
-			}
-			if !found {
-				t.Errorf("no problem reported at %s; got %v", field, verr.Problems)
-			}
-		}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.inventory) != 1 || p.inventory["pool"] == nil || len(p.inventory["pool"].devices) != 3 {
+		t.Errorf("a rejected update replaced the inventory: %v", p.inventory)
 	}
 }

@@ -84,7 +84,7 @@ func NewWatcher(client Client, driverName string, opts ...WatcherOption) (*Watch
 	if client.ResourceSlices == nil {
 		return nil, fmt.Errorf("%w: Watcher client has no ResourceSlices", ErrInvalidOptions)
 	}
-	if err := ValidateDriverName(driverName); err != nil {
+	if err := checkDriverName(driverName); err != nil {
 		return nil, err
 	}
 	selector := fields.Set{resourceapi.ResourceSliceSelectorDriver: driverName}.String()
