@@ -111,8 +111,8 @@ func APICheck(r *Repo, modules []string, goreleaseBin string, log io.Writer) err
 
 // buildPendingProxy serves the release tags, plus each released module at
 // its versions.yaml version from the working tree when that version is not
-// tagged yet, so that a staged module's sibling requirements resolve before
-// the set is tagged.
+// tagged yet (unlisted), so that a staged module's sibling requirements
+// resolve before the set is tagged.
 func buildPendingProxy(r *Repo, dir string) error {
 	p, err := newProxyDir(dir)
 	if err != nil {
@@ -139,7 +139,7 @@ func buildPendingProxy(r *Repo, dir string) error {
 		if err != nil {
 			return err
 		}
-		if err := p.add(m, time.Now(), goMod, func(w io.Writer) error { return modzip.CreateFromDir(w, m, src) }); err != nil {
+		if err := p.add(m, time.Now(), goMod, false, func(w io.Writer) error { return modzip.CreateFromDir(w, m, src) }); err != nil {
 			return err
 		}
 	}

@@ -71,18 +71,19 @@ func goEnvValue(key string) (string, error) {
 }
 
 // run runs name (a go command unless told otherwise) in dir and returns its
-// combined output; a failure's error carries the output.
+// standard output; a failure's error carries both outputs.
 func (g *goEnv) run(dir, name string, args ...string) (string, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = g.env
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("%s %s (in %s): %w\n%s", name, strings.Join(args, " "), dir, err, strings.TrimSpace(out.String()))
+		return stdout.String(), fmt.Errorf("%s %s (in %s): %w\n%s", name, strings.Join(args, " "), dir, err,
+			strings.TrimSpace(stdout.String()+"\n"+stderr.String()))
 	}
-	return out.String(), nil
+	return stdout.String(), nil
 }
 
 // close removes the scratch module cache (read-only files: go clean knows

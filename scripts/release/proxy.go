@@ -53,8 +53,10 @@ func newProxyDir(dir string) (*proxyDir, error) {
 func (p *proxyDir) URL() string { return "file://" + filepath.ToSlash(p.dir) }
 
 // add writes one version: .info, .mod (goMod exactly as released) and the
-// zip made by zip.
-func (p *proxyDir) add(m module.Version, t time.Time, goMod []byte, zip func(io.Writer) error) error {
+// zip made by zip. An unlisted version is served when asked for by name but
+// is not in @v/list, so that tools asking which versions exist (gorelease)
+// do not take it for a release.
+func (p *proxyDir) add(m module.Version, t time.Time, goMod []byte, listed bool, zip func(io.Writer) error) error {
 	escPath, err := module.EscapePath(m.Path)
 	if err != nil {
 		return err
@@ -91,7 +93,9 @@ func (p *proxyDir) add(m module.Version, t time.Time, goMod []byte, zip func(io.
 	if err := f.Close(); err != nil {
 		return err
 	}
-	p.versions[m.Path] = append(p.versions[m.Path], m.Version)
+	if listed {
+		p.versions[m.Path] = append(p.versions[m.Path], m.Version)
+	}
 	return nil
 }
 
@@ -127,7 +131,7 @@ func (p *proxyDir) addTag(r *Repo, dir, version string) error {
 		return fmt.Errorf("commit time of %s: %w", tag, err)
 	}
 	m := module.Version{Path: ModulePath(dir), Version: version}
-	return p.add(m, t, goMod, func(w io.Writer) error {
+	return p.add(m, t, goMod, true, func(w io.Writer) error {
 		return modzip.CreateFromVCS(w, m, r.Root, tag, dir)
 	})
 }

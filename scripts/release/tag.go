@@ -16,7 +16,7 @@ var (
 	ErrTagExists = errors.New("tag already exists")
 	// ErrNotPrepared is returned by Tag when a module of the set requires a
 	// sibling at a version other than versions.yaml's.
-	ErrNotPrepared = errors.New("module set is not prepared")
+	ErrNotPrepared = errors.New("module set is not ready to tag")
 )
 
 // Tag creates the annotated tags <dir>/<version> for every module of the set
@@ -48,7 +48,7 @@ func Tag(r *Repo, setName string) ([]string, error) {
 		}
 	}
 	if problems := checkSiblings(r, set.Modules); len(problems) > 0 {
-		return nil, fmt.Errorf("%w:\n%s\nrun make release-prepare SET=%s and commit", ErrNotPrepared, strings.Join(problems, "\n"), setName)
+		return nil, fmt.Errorf("%w:\n%s", ErrNotPrepared, strings.Join(problems, "\n"))
 	}
 	// A sibling from another set must already be released at the version
 	// required, or the tagged go.mod names a version nobody can fetch.
