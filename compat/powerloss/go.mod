@@ -1,0 +1,15 @@
+module github.com/dranode/dranode/compat/powerloss
+
+go 1.26.0
+
+require github.com/hanwen/go-fuse/v2 v2.12.1
+
+require golang.org/x/sys v0.48.0 // indirect
+
+require github.com/dranode/dranode/checkpoint v0.0.0-00010101000000-000000000000
+
+replace (
+	github.com/dranode/dranode/cdi => ../../cdi
+	github.com/dranode/dranode/checkpoint => ../../checkpoint
+	github.com/dranode/dranode/claimcache => ../../claimcache
+)
