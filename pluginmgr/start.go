@@ -8,11 +8,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 
 	"github.com/hashicorp/go-plugin"
-	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/dranode/dranode/inventory"
 	pb "github.com/dranode/dranode/pluginmgr/proto/dranode/plugin/v1"
 )
 
@@ -176,8 +175,8 @@ func (p *Plugin) handshakeCalls(ctx context.Context, inst *instance) error {
 		Health:            resp.GetHealth(),
 		OpaqueConfigKinds: resp.GetOpaqueConfigKinds(),
 	}
-	if errs := validation.IsDNS1123Subdomain(inst.info.DriverName); len(errs) > 0 {
-		return fmt.Errorf("%w: driver name %q: %s", ErrInvalidInfo, inst.info.DriverName, strings.Join(errs, "; "))
+	if err := inventory.ValidateDriverName(inst.info.DriverName); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidInfo, err)
 	}
 	p.mu.Lock()
 	first := p.info.DriverName

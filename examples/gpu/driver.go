@@ -113,8 +113,8 @@ func parseConfig(raw []byte) (config, error) {
 	if c.HealthPollInterval == 0 {
 		c.HealthPollInterval = duration(time.Second)
 	}
-	if errs := validation.IsDNS1123Subdomain(c.DriverName); len(errs) > 0 || len(c.DriverName) > 63 {
-		return config{}, fmt.Errorf("%w: driverName %q is not a DNS subdomain of at most 63 characters", errConfig, c.DriverName)
+	if err := inventory.ValidateDriverName(c.DriverName); err != nil {
+		return config{}, fmt.Errorf("%w: %w", errConfig, err)
 	}
 	if *c.NumDevices < 0 || *c.NumDevices > maxDevices {
 		return config{}, fmt.Errorf("%w: numDevices %d is outside 0..%d", errConfig, *c.NumDevices, maxDevices)
@@ -125,8 +125,9 @@ func parseConfig(raw []byte) (config, error) {
 	if !filepath.IsAbs(c.ContainerDevDir) || filepath.Clean(c.ContainerDevDir) != c.ContainerDevDir {
 		return config{}, fmt.Errorf("%w: containerDevDir %q must be an absolute, clean path", errConfig, c.ContainerDevDir)
 	}
-	if len(c.Model) > 64 {
-		return config{}, fmt.Errorf("%w: model %q is longer than 64 characters", errConfig, c.Model)
+	// The model is published as a string attribute.
+	if len(c.Model) > resourcev1.DeviceAttributeMaxValueLength {
+		return config{}, fmt.Errorf("%w: model %q is longer than %d characters", errConfig, c.Model, resourcev1.DeviceAttributeMaxValueLength)
 	}
 	q, err := resource.ParseQuantity(c.Memory)
 	if err != nil || q.Sign() <= 0 {

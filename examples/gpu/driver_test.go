@@ -50,7 +50,7 @@ func TestParseConfig(t *testing.T) {
 			}
 		}},
 		{name: "above the upper bound", raw: `{"numDevices": 4097}`, wantErr: "numDevices 4097 is outside 0..4096"},
-		{name: "bad driver name", raw: `{"driverName": "GPU!"}`, wantErr: `driverName "GPU!"`},
+		{name: "bad driver name", raw: `{"driverName": "GPU!"}`, wantErr: `driverName: "GPU!"`},
 		{name: "relative devRoot", raw: `{"devRoot": "dev"}`, wantErr: `devRoot "dev"`},
 		{name: "bad memory", raw: `{"memory": "lots"}`, wantErr: `memory "lots"`},
 		{name: "bad interval", raw: `{"healthPollInterval": "soon"}`, wantErr: "soon"},

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"path"
 	"reflect"
@@ -26,10 +27,10 @@ type Options struct {
 
 // Run checks a launched plugin against the contract and reports every
 // violation through t, prefixed with "conformance:". It checks that Info is
-// valid, that the first inventory passes the ResourceSlice validation rules,
-// that Prepare of an allocated device succeeds, is idempotent and returns
-// usable container edits, that Unprepare is idempotent, and that Unprepare of
-// an unknown claim succeeds.
+// valid, that the first inventory passes inventory.Validate (what the API
+// server accepts in ResourceSlices), that Prepare of an allocated device
+// succeeds, is idempotent and returns usable container edits, that
+// Unprepare is idempotent, and that Unprepare of an unknown claim succeeds.
 func Run(t testing.TB, p *pluginmgr.Plugin, opts Options) {
 	t.Helper()
 	if opts.Timeout <= 0 {
@@ -40,9 +41,7 @@ func Run(t testing.TB, p *pluginmgr.Plugin, opts Options) {
 	}
 
 	info := p.Info()
-	for _, e := range ValidateDriverName(info.DriverName) {
-		t.Errorf("conformance: Info: %s", e)
-	}
+	reportInvalid(t, "Info", inventory.ValidateDriverName(info.DriverName))
 	if info.DriverVersion == "" {
 		t.Errorf("conformance: Info: driver version is empty")
 	}
@@ -58,9 +57,7 @@ func Run(t testing.TB, p *pluginmgr.Plugin, opts Options) {
 	if err != nil {
 		t.Fatalf("conformance: no inventory: %v", err)
 	}
-	for _, e := range ValidateInventory(inv) {
-		t.Errorf("conformance: inventory: %s", e)
-	}
+	reportInvalid(t, "inventory", inventory.Validate(inv))
 	pool, device, ok := firstDevice(inv)
 	if !ok {
 		t.Fatalf("conformance: the inventory has no device to prepare")
@@ -122,6 +119,22 @@ func unprepare(t testing.TB, call func() (context.Context, context.CancelFunc), 
 	}
 	if results[0].Err != nil {
 		t.Errorf("conformance: %s (claim %s) failed: %v", what, claim.UID, results[0].Err)
+	}
+}
+
+// reportInvalid reports each problem of a validation error on its own, so
+// that a vendor sees every bad field at once.
+func reportInvalid(t testing.TB, what string, err error) {
+	t.Helper()
+	var ve *inventory.ValidationError
+	if !errors.As(err, &ve) {
+		if err != nil {
+			t.Errorf("conformance: %s: %v", what, err)
+		}
+		return
+	}
+	for _, problem := range ve.Problems {
+		t.Errorf("conformance: %s: %s", what, problem)
 	}
 }
 

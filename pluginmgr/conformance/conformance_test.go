@@ -44,15 +44,19 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+func sha256Hex(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
 func launch(t *testing.T, name string) *pluginmgr.Plugin {
 	t.Helper()
 	path := binaries[name]
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{Path: path, SHA256: hex.EncodeToString(sum[:])},
+	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{Path: path, SHA256: sha256Hex(path)},
 		pluginmgr.Options{Logger: hclog.NewNullLogger(), StartTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +99,9 @@ func (r *recorder) Failed() bool {
 	return r.failed
 }
 
-func runRecorded(t *testing.T, p *pluginmgr.Plugin) *recorder {
+// record runs the kit on p with a recorder; t may be nil outside a test
+// (the kit calls only the methods the recorder implements).
+func record(t testing.TB, p *pluginmgr.Plugin) *recorder {
 	rec := &recorder{TB: t}
 	done := make(chan struct{})
 	go func() {
@@ -107,26 +113,27 @@ func runRecorded(t *testing.T, p *pluginmgr.Plugin) *recorder {
 }
 
 func TestGoodPluginPasses(t *testing.T) {
-	rec := runRecorded(t, launch(t, "good"))
+	rec := record(t, launch(t, "good"))
 	if rec.Failed() {
 		t.Errorf("the kit failed a conforming plugin:\n%s", strings.Join(rec.messages, "\n"))
 	}
 }
 
 func TestBrokenPluginFails(t *testing.T) {
-	rec := runRecorded(t, launch(t, "broken"))
+	rec := record(t, launch(t, "broken"))
 	all := strings.Join(rec.messages, "\n")
 	for _, want := range []string{
 		`Info: driver version is empty`,
 		`Info: opaque config kind "NotAKind": want group/version/Kind`,
-		`device "GPU_0": a lowercase RFC 1123 label`,
-		`attribute "both": exactly one of int, bool, string or version must be set, found 2`,
-		`name "bad.domain_/x": domain`,
-		`attribute "version": version "1.2" is not a semantic version`,
-		`identifier longer than 32 characters`,
-		`34 attributes and capacities, at most 32 allowed`,
-		`device "gpu-1" published twice`,
-		`consumes counter set "missing", which the pool does not define`,
+		// inventory.Validate's findings, one message each with the field.
+		`inventory: pools[0].devices[0].name: a lowercase RFC 1123 label`,
+		`inventory: pools[0].devices[0].attributes["both"]: exactly one value must be set, found 2`,
+		`inventory: pools[0].devices[0].attributes["bad.domain_/x"]: a lowercase RFC 1123 subdomain`,
+		`inventory: pools[0].devices[0].attributes["version"].version: "1.2" is not a semantic version`,
+		`identifier "this_identifier_is_far_too_long_x" longer than 32 characters`,
+		`inventory: pools[0].devices[0]: 34 attributes and capacities, at most 32 allowed`,
+		`inventory: pools[0].devices[2].name: duplicate device name "gpu-1"`,
+		`inventory: pools[0].devices[1].consumesCounters[0].counterSet: no counter set "missing"`,
 		`Prepare is not idempotent`,
 		`env entry "NOEQUALS" is not NAME=VALUE`,
 		`device node path "dev/gpu0" is not absolute`,

@@ -1,32 +1,51 @@
 package conformance_test
 
 import (
+	"context"
 	"fmt"
+	"sort"
+	"strings"
 
-	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/utils/ptr"
+	"github.com/hashicorp/go-hclog"
 
-	"github.com/dranode/dranode/inventory"
+	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/pluginmgr/conformance"
 )
 
-// ValidateInventory reports what the API server would reject, naming the
-// pool and device.
-func ExampleValidateInventory() {
-	inv := inventory.Inventory{Pools: []inventory.Pool{{
-		Name: "node-1",
-		Devices: []resourcev1.Device{
-			{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-				"model": {StringValue: ptr.To("X1")},
-			}},
-			{Name: "gpu-1", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-				"model": {StringValue: ptr.To("X1"), IntValue: ptr.To(int64(1))},
-			}},
-		},
-	}}}
-	for _, problem := range conformance.ValidateInventory(inv) {
-		fmt.Println(problem)
+// Run is meant for a vendor's own test, with the *testing.T of the test:
+//
+//	p, err := pluginmgr.Launch(ctx, pluginmgr.PluginConfig{Path: bin, SHA256: digest}, pluginmgr.Options{})
+//	...
+//	conformance.Run(t, p, conformance.Options{})
+//
+// Here a recorder stands in for the *testing.T, and the plugin is one that
+// breaks the contract on purpose; these are the complaints about its Info.
+func ExampleRun() {
+	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{
+		Path: binaries["broken"], SHA256: sha256Hex(binaries["broken"]),
+	}, pluginmgr.Options{Logger: hclog.NewNullLogger()})
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
+	defer p.Close()
+
+	rec := &recorder{}
+	done := make(chan struct{})
+	go func() { // Run stops a goroutine on a fatal problem, as t.Fatal does
+		defer close(done)
+		conformance.Run(rec, p, conformance.Options{})
+	}()
+	<-done
+	var info []string
+	for _, m := range rec.messages {
+		if strings.HasPrefix(m, "conformance: Info:") {
+			info = append(info, m)
+		}
+	}
+	sort.Strings(info)
+	fmt.Println(strings.Join(info, "\n"))
 	// Output:
-	// pool "node-1": device "gpu-1": attribute "model": exactly one of int, bool, string or version must be set, found 2
+	// conformance: Info: driver version is empty
+	// conformance: Info: opaque config kind "NotAKind": want group/version/Kind
 }
