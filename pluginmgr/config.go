@@ -57,7 +57,8 @@ type Options struct {
 	// Logger receives the host's log and the plugins' log streams;
 	// default: hclog to stderr at Info.
 	Logger hclog.Logger
-	// StartTimeout bounds the handshake, Configure and Info; default 10s.
+	// StartTimeout bounds each start of the process, the go-plugin
+	// handshake, Configure and Info together; default 10s.
 	StartTimeout time.Duration
 	// CallTimeout bounds calls whose context has no deadline; default 30s.
 	CallTimeout time.Duration

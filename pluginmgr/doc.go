@@ -3,13 +3,16 @@
 // over gRPC.
 //
 // The plugin side is a Driver implementation handed to Serve from the
-// vendor's main. The host side is Launch (one plugin) or Manager (an explicit
+// vendor's main; it sends its devices as inventory.Inventory, the type the
+// ResourceSlice publisher takes. The host side is Launch (one plugin) or Manager (an explicit
 // list of plugins): each binary is checked against its configured SHA-256,
 // started with automatic mutual TLS, configured, and supervised. A plugin that
 // exits is restarted with capped exponential backoff and its device stream
 // resumes; calls caught by the exit fail with an error matching
 // ErrPluginUnavailable (gRPC code Unavailable), which callers retry; a plugin
-// that keeps failing is reported as crash looping and left stopped.
+// that keeps failing is reported as crash looping and left stopped. The
+// context given to Launch and Manager.Start bounds the start only; Close
+// ends a plugin, and may be called more than once, concurrently.
 //
 // Kubernetes objects cross the process boundary in their own protobuf
 // encoding inside the protocol messages (see proto/dranode/plugin/v1).
