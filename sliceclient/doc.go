@@ -2,11 +2,13 @@
 // driver as resource.k8s.io/v1 ResourceSlices, with as few API writes as
 // possible.
 //
-// A [Publisher] takes the driver's whole inventory (pools of devices and
-// shared counter sets) through [Publisher.Update], validates it, splits each
-// pool into slices within the API's limits, and keeps the API server's slices
-// equal to it: it watches its own slices (field selectors spec.nodeName and
-// spec.driver) and puts back anything someone else deleted or edited.
+// A [Publisher] takes the driver's whole inventory (an inventory.Inventory:
+// pools of devices and shared counter sets) through [Publisher.Update],
+// validates it with package inventory (a rejected one matches
+// inventory.ErrInvalid), splits each pool into slices within the API's
+// limits, and keeps the API server's slices equal to it: it watches its own
+// slices (field selectors spec.nodeName and spec.driver) and puts back
+// anything someone else deleted or edited.
 //
 // Writes are minimal because devices keep the slice they were assigned to: a
 // change confined to some slices updates just those slices, in place, without
