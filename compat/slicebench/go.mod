@@ -3,11 +3,13 @@ module github.com/dranode/dranode/compat/slicebench
 go 1.26.0
 
 replace (
+	github.com/dranode/dranode/inventory => ../../inventory
 	github.com/dranode/dranode/sliceclient => ../../sliceclient
 	github.com/dranode/dranode/tools/envtest => ../../tools/envtest
 )
 
 require (
+	github.com/dranode/dranode/inventory v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/sliceclient v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
 	k8s.io/api v0.37.2
@@ -62,3 +64,4 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+

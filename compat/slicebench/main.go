@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/sliceclient"
 	"github.com/dranode/dranode/tools/envtest"
 	corev1 "k8s.io/api/core/v1"
@@ -263,12 +264,12 @@ type scPub struct {
 	p         *sliceclient.Publisher
 }
 
-func flat(slices [][]resourceapi.Device) sliceclient.Inventory {
+func flat(slices [][]resourceapi.Device) inventory.Inventory {
 	var devs []resourceapi.Device
 	for _, s := range slices {
 		devs = append(devs, s...)
 	}
-	return sliceclient.Inventory{Pools: []sliceclient.Pool{{Name: poolName, Devices: devs}}}
+	return inventory.Inventory{Pools: []inventory.Pool{{Name: poolName, Devices: devs}}}
 }
 
 func (s *scPub) start(ctx context.Context, node string, uid types.UID, slices [][]resourceapi.Device) error {
