@@ -25,13 +25,10 @@ import (
 
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/claimcache"
+	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/sliceclient"
 )
-
-// CDIClass is the CDI class of the agent's transient specs: a claim's devices
-// of driver D are "D/claim=<claim UID>-<device>".
-const CDIClass = "claim"
 
 // ErrStopping is returned for kubelet calls that arrive after Stop began;
 // it carries gRPC code Unavailable, which the kubelet retries.
@@ -71,12 +68,11 @@ type Agent struct {
 	standalone bool
 	plugins    *pluginmgr.Manager
 	metrics    *metrics
-	locks      keyedLocks
 
 	mu       sync.Mutex
 	drivers  map[string]*driver // by DRA driver name
 	byPlugin map[string]*driver // by plugin name
-	pending  map[string]pluginmgr.Inventory
+	pending  map[string]inventory.Inventory
 	health   map[string][]pluginmgr.DeviceHealth // by plugin name, before the driver is known
 	refused  []*PluginRefusedError
 
@@ -112,7 +108,7 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		specs:    cdi.SpecDir{Path: cfg.CDI.Dir, NoSync: true}, // no fsync: see prepareDriver
 		drivers:  map[string]*driver{},
 		byPlugin: map[string]*driver{},
-		pending:  map[string]pluginmgr.Inventory{},
+		pending:  map[string]inventory.Inventory{},
 		health:   map[string][]pluginmgr.DeviceHealth{},
 	}, nil
 }
@@ -200,7 +196,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	// node down with it (a DaemonSet would crash loop): pluginmgr checks
 	// each binary right before it would run it, and such a plugin is
 	// refused alone; /readyz and a metric say so.
-	if err := a.plugins.Start(configs); err != nil {
+	if err := a.plugins.Start(ctx, configs); err != nil {
 		if err := a.refuseUntrusted(err); err != nil {
 			return fmt.Errorf("starting driver plugins: %w", err)
 		}
@@ -343,7 +339,7 @@ func (a *Agent) driver(name string) *driver {
 	return a.drivers[name]
 }
 
-func (a *Agent) onInventory(plugin string, inv pluginmgr.Inventory) {
+func (a *Agent) onInventory(plugin string, inv inventory.Inventory) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	d, ok := a.byPlugin[plugin]
@@ -354,19 +350,15 @@ func (a *Agent) onInventory(plugin string, inv pluginmgr.Inventory) {
 	a.publishLocked(d, inv)
 }
 
-func (a *Agent) publishLocked(d *driver, inv pluginmgr.Inventory) {
-	sinv := sliceclient.Inventory{Pools: make([]sliceclient.Pool, len(inv.Pools))}
-	for i, p := range inv.Pools {
-		sinv.Pools[i] = sliceclient.Pool{Name: p.Name, Devices: p.Devices, SharedCounters: p.SharedCounters}
-	}
+func (a *Agent) publishLocked(d *driver, inv inventory.Inventory) {
 	if d.publisher != nil {
-		if err := d.publisher.Update(sinv); err != nil {
+		if err := d.publisher.Update(inv); err != nil {
 			a.log.Error(err, "Inventory rejected", "driver", d.name)
 		}
 		return
 	}
 	dr := sliceclient.DryRun{DriverName: d.name, NodeName: a.cfg.NodeName}
-	paths, err := dr.WriteDir(a.cfg.Slices.DryRunDir, sinv)
+	paths, err := dr.WriteDir(a.cfg.Slices.DryRunDir, inv)
 	if err != nil {
 		a.log.Error(err, "Writing dry-run ResourceSlices", "driver", d.name)
 		return
@@ -492,39 +484,4 @@ func newRequestID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// keyedLocks serializes work on one key (a claim UID) without a global lock.
-type keyedLocks struct {
-	mu    sync.Mutex
-	locks map[string]*keyedLock
-}
-
-type keyedLock struct {
-	mu   sync.Mutex
-	refs int
-}
-
-func (k *keyedLocks) lock(key string) func() {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*keyedLock{}
-	}
-	l := k.locks[key]
-	if l == nil {
-		l = &keyedLock{}
-		k.locks[key] = l
-	}
-	l.refs++
-	k.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		k.mu.Lock()
-		l.refs--
-		if l.refs == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
 }

@@ -48,17 +48,9 @@ type apiClient struct {
 
 // newAPIClient builds the agent's client from rc.
 func newAPIClient(rc *rest.Config) (*apiClient, error) {
-	rc = rest.CopyConfig(rc)
-	if rc.UserAgent == "" {
-		rc.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	if rc.RateLimiter == nil && rc.QPS > 0 {
-		// One limiter for both groups, as kubernetes.NewForConfig does.
-		rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(rc.QPS, rc.Burst)
-	}
-	httpClient, err := rest.HTTPClientFor(rc)
+	rc, httpClient, err := httpClientFor(rc)
 	if err != nil {
-		return nil, fmt.Errorf("API client: %w", err)
+		return nil, err
 	}
 	core, err := groupClient(rc, httpClient, "/api", corev1.SchemeGroupVersion)
 	if err != nil {
@@ -80,6 +72,42 @@ func newAPIClient(rc *rest.Config) (*apiClient, error) {
 		},
 		claims: APIClaimSource{REST: resource},
 	}, nil
+}
+
+// NewAPIClaimSource returns the claim source the agent reads claims with
+// when it has an API server: one quorum GET per claim through a client of
+// resource.k8s.io/v1 on the agent's own scheme, which links no typed
+// client-go package, with rc's QPS, burst and content type. An embedder
+// that wraps the agent's claim source (to count, trace or cache its reads)
+// passes the wrapper as Options.Claims.
+func NewAPIClaimSource(rc *rest.Config) (APIClaimSource, error) {
+	rc, httpClient, err := httpClientFor(rc)
+	if err != nil {
+		return APIClaimSource{}, err
+	}
+	resource, err := groupClient(rc, httpClient, "/apis", resourcev1.SchemeGroupVersion)
+	if err != nil {
+		return APIClaimSource{}, err
+	}
+	return APIClaimSource{REST: resource}, nil
+}
+
+// httpClientFor completes a copy of rc as client-go's clientsets do (user
+// agent, one rate limiter for every API group) and returns the HTTP client,
+// and so the connection pool, that the group clients built on it share.
+func httpClientFor(rc *rest.Config) (*rest.Config, *http.Client, error) {
+	rc = rest.CopyConfig(rc)
+	if rc.UserAgent == "" {
+		rc.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	if rc.RateLimiter == nil && rc.QPS > 0 {
+		rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(rc.QPS, rc.Burst)
+	}
+	httpClient, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("API client: %w", err)
+	}
+	return rc, httpClient, nil
 }
 
 // groupClient is a REST client for one API group version on the shared

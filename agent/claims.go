@@ -31,8 +31,8 @@ type ClaimSource interface {
 // current, and cheap enough with a client sized for it (see
 // ClaimsConfig.QPS).
 type APIClaimSource struct {
-	// REST is a client of the resource.k8s.io/v1 API group, such as a
-	// clientset's ResourceV1().RESTClient().
+	// REST is a client of the resource.k8s.io/v1 API group: the one
+	// NewAPIClaimSource builds, or a clientset's ResourceV1().RESTClient().
 	REST rest.Interface
 }
 

@@ -33,7 +33,7 @@ func nodeSelector(node string) *corev1.NodeSelector {
 const gpuDriver = "gpu.example.com"
 
 func specPath(cfg Config, driver, uid string) string {
-	return filepath.Join(cfg.CDI.Dir, cdi.TransientSpecFileName(driver, CDIClass, uid))
+	return filepath.Join(cfg.CDI.Dir, cdi.TransientSpecFileName(driver, cdi.ClaimClass, uid))
 }
 
 func readSpec(t *testing.T, path string) *cdi.Spec {
@@ -289,7 +289,7 @@ func TestInterruptedUnprepareFinishedOnStart(t *testing.T) {
 	}
 	// And a spec of a claim that was never recorded (crash before recording).
 	orphan := "deadbeef-0000-0000-0000-000000000000"
-	spec := &cdi.Spec{Version: "0.5.0", Kind: gpuDriver + "/" + CDIClass, Devices: []cdi.Device{{Name: orphan + "-gpu-1", ContainerEdits: cdi.ContainerEdits{Env: []string{"A=1"}}}}}
+	spec := &cdi.Spec{Version: "0.5.0", Kind: gpuDriver + "/" + cdi.ClaimClass, Devices: []cdi.Device{{Name: orphan + "-gpu-1", ContainerEdits: cdi.ContainerEdits{Env: []string{"A=1"}}}}}
 	if _, err := (cdi.SpecDir{Path: e.cfg.CDI.Dir}).Write(spec, orphan); err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,9 @@ go 1.26.0
 require (
 	github.com/dranode/dranode/cdi v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/claimcache v0.0.0-00010101000000-000000000000
+	github.com/dranode/dranode/inventory v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/pluginmgr v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/sliceclient v0.0.0-00010101000000-000000000000
-	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.3
 	github.com/go-viper/mapstructure/v2 v2.4.0
 	github.com/hashicorp/go-hclog v1.6.3
@@ -29,7 +29,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/dranode/dranode/checkpoint v0.0.0-00010101000000-000000000000 // indirect
-	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
@@ -49,7 +48,6 @@ require (
 	github.com/go-openapi/swag/yamlutils v0.27.1 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/go-plugin v1.8.0 // indirect
 	github.com/hashicorp/yamux v0.1.2 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
@@ -94,6 +92,7 @@ replace (
 	github.com/dranode/dranode/cdi => ../cdi
 	github.com/dranode/dranode/checkpoint => ../checkpoint
 	github.com/dranode/dranode/claimcache => ../claimcache
+	github.com/dranode/dranode/inventory => ../inventory
 	github.com/dranode/dranode/pluginmgr => ../pluginmgr
 	github.com/dranode/dranode/sliceclient => ../sliceclient
 )

@@ -2,14 +2,11 @@ package agent
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	resourcev1 "k8s.io/api/resource/v1"
-
-	"github.com/dranode/dranode/cdi"
 )
 
 // histogram is one series of a gathered histogram.
@@ -91,7 +88,7 @@ func TestPreparePhaseMetrics(t *testing.T) {
 		{
 			name: "a missing CDI spec is recreated without recording",
 			do: func(t *testing.T) {
-				path := filepath.Join(e.cfg.CDI.Dir, cdi.TransientSpecFileName(gpuDriver, CDIClass, string(claims[1].UID)))
+				path := specPath(e.cfg, gpuDriver, string(claims[1].UID))
 				if err := os.Remove(path); err != nil {
 					t.Fatal(err)
 				}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -29,31 +28,31 @@ type ClaimRequest struct {
 	Namespace, Name, UID string
 }
 
-// PreparedDevice is what the kubelet gets back for one device.
-type PreparedDevice struct {
-	Pool, Device string
-	Requests     []string
-	ShareID      string
-	CDIDeviceIDs []string
-}
-
 // Prepare prepares one claim for the named driver as the DRA service does:
 // from the record when it is already prepared in this boot (recreating a
 // missing CDI spec), otherwise by fetching the claim, recording
 // PrepareStarted, calling every plugin of this agent with devices in the
 // claim, writing one CDI spec per driver and recording Prepared. It returns
-// the driver's devices.
-func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest) ([]PreparedDevice, error) {
-	log := logr.FromContextOrDiscard(ctx)
+// the driver's devices as recorded, which is what the kubelet gets back.
+func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest) ([]claimcache.Device, error) {
 	if req.UID == "" || req.Namespace == "" || req.Name == "" {
 		return nil, fmt.Errorf("%w: claim %s/%s with UID %q: namespace, name and UID are required", ErrClaimNotUsable, req.Namespace, req.Name, req.UID)
 	}
 	timer := a.metrics.startPrepare(driverName)
 	defer timer.done()
-	unlock := a.locks.lock(req.UID)
-	defer unlock()
-	timer.phase(phaseLockWait, timer.start)
+	var devices []claimcache.Device
+	err := a.cache.WithClaim(req.UID, func() error {
+		timer.phase(phaseLockWait, timer.start)
+		var err error
+		devices, err = a.prepareLocked(ctx, driverName, req, timer)
+		return err
+	})
+	return devices, err
+}
 
+// prepareLocked is Prepare under the claim's lock.
+func (a *Agent) prepareLocked(ctx context.Context, driverName string, req ClaimRequest, timer *prepareTimer) ([]claimcache.Device, error) {
+	log := logr.FromContextOrDiscard(ctx)
 	e, err := a.cache.Get(req.UID)
 	if err == nil && e.PreparedInCurrentBoot() {
 		if e.Claim.Namespace != req.Namespace || e.Claim.Name != req.Name {
@@ -63,7 +62,7 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 			return nil, err
 		}
 		log.V(2).Info("Claim already prepared in this boot, answered from the record")
-		return devicesOf(e, driverName), nil
+		return e.Drivers[driverName], nil
 	}
 	ref := claimcache.ClaimRef{Namespace: req.Namespace, Name: req.Name, UID: req.UID}
 	// A claim the record knows nothing about (the usual case) is recorded
@@ -124,7 +123,7 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 	}
 	timer.phase(phaseRecordPrepared, t0)
 	log.Info("Claim prepared", "drivers", hosted)
-	return devicesOf(e, driverName), nil
+	return e.Drivers[driverName], nil
 }
 
 // dropUnusedEntry removes the PrepareStarted entry Prepare recorded for a
@@ -282,7 +281,7 @@ func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceCla
 // device allocated several times in a claim) and the pool when two pools
 // share a device name.
 func buildSpec(driverName, claimUID string, prepared []pluginmgr.PreparedDevice, results []resourcev1.DeviceRequestAllocationResult) (*cdi.Spec, []claimcache.Device, error) {
-	spec := &cdi.Spec{Kind: driverName + "/" + CDIClass}
+	spec := &cdi.Spec{Kind: driverName + "/" + cdi.ClaimClass}
 	used := make([]bool, len(results))
 	shareIDs := make([]string, len(prepared))
 	for i, p := range prepared {
@@ -319,7 +318,7 @@ func buildSpec(driverName, claimUID string, prepared []pluginmgr.PreparedDevice,
 		spec.Devices = append(spec.Devices, cdi.Device{Name: name, ContainerEdits: convertEdits(p.Edits)})
 		devices = append(devices, claimcache.Device{
 			Pool: p.Pool, Device: p.Device, Requests: p.Requests, ShareID: shareIDs[i],
-			CDIDeviceIDs: []string{cdi.QualifiedName(driverName, CDIClass, name)},
+			CDIDeviceIDs: []string{cdi.QualifiedName(driverName, cdi.ClaimClass, name)},
 		})
 	}
 	spec.Version = cdi.MinimumVersion(spec)
@@ -358,8 +357,11 @@ func convertEdits(e pluginmgr.ContainerEdits) cdi.ContainerEdits {
 func (a *Agent) ensureSpecs(ctx context.Context, e claimcache.Entry, timer *prepareTimer) error {
 	var claim *resourcev1.ResourceClaim
 	for driverName := range e.Drivers {
-		path := filepath.Join(a.cfg.CDI.Dir, cdi.TransientSpecFileName(driverName, CDIClass, e.Claim.UID))
-		if _, err := os.Stat(path); err == nil {
+		path, exists, err := a.specs.Lookup(driverName, cdi.ClaimClass, e.Claim.UID)
+		if err != nil {
+			return fmt.Errorf("claim %s: driver %s: %w", e.Claim, driverName, err)
+		}
+		if exists {
 			continue
 		}
 		if a.driver(driverName) == nil {
@@ -385,14 +387,6 @@ func (a *Agent) ensureSpecs(ctx context.Context, e claimcache.Entry, timer *prep
 	return nil
 }
 
-func devicesOf(e claimcache.Entry, driverName string) []PreparedDevice {
-	var out []PreparedDevice
-	for _, d := range e.Drivers[driverName] {
-		out = append(out, PreparedDevice{Pool: d.Pool, Device: d.Device, Requests: d.Requests, ShareID: d.ShareID, CDIDeviceIDs: d.CDIDeviceIDs})
-	}
-	return out
-}
-
 // Unprepare undoes a claim from the record alone (no API server needed):
 // record UnprepareStarted, hand each plugin what it prepared, remove the CDI
 // specs, drop the record. An unknown UID succeeds. A claim left in
@@ -401,9 +395,7 @@ func (a *Agent) Unprepare(ctx context.Context, uid string) error {
 	if uid == "" {
 		return fmt.Errorf("%w: empty claim UID", ErrClaimNotUsable)
 	}
-	unlock := a.locks.lock(uid)
-	defer unlock()
-	return a.unprepareLocked(ctx, uid)
+	return a.cache.WithClaim(uid, func() error { return a.unprepareLocked(ctx, uid) })
 }
 
 func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
@@ -445,7 +437,7 @@ func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
 		if len(res) == 1 && res[0].Err != nil {
 			return fmt.Errorf("driver %s: %w", name, res[0].Err)
 		}
-		if err := a.specs.Remove(name, CDIClass, uid); err != nil {
+		if err := a.specs.Remove(name, cdi.ClaimClass, uid); err != nil {
 			return fmt.Errorf("driver %s: %w", name, err)
 		}
 	}
@@ -479,7 +471,7 @@ func (a *Agent) sweepSpecs() {
 		recorded[e.Claim.UID] = true
 	}
 	for _, name := range a.Drivers() {
-		removed, err := a.specs.Sweep(name, CDIClass, func(uid string) bool { return recorded[uid] })
+		removed, err := a.specs.Sweep(name, cdi.ClaimClass, func(uid string) bool { return recorded[uid] })
 		if err != nil {
 			a.log.Error(err, "Sweeping CDI specs", "driver", name)
 		}
