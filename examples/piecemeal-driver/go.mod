@@ -5,16 +5,14 @@ go 1.26.0
 require (
 	github.com/dranode/dranode/cdi v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/claimcache v0.0.0-00010101000000-000000000000
+	github.com/dranode/dranode/inventory v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/sliceclient v0.0.0-00010101000000-000000000000
-	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.3
-	google.golang.org/grpc v1.82.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 	k8s.io/dynamic-resource-allocation v0.37.2
 	k8s.io/klog/v2 v2.140.0
-	k8s.io/kubelet v0.37.2
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 )
 
@@ -59,10 +57,12 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect
+	google.golang.org/grpc v1.82.1 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
+	k8s.io/kubelet v0.37.2 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
@@ -74,6 +74,6 @@ replace (
 	github.com/dranode/dranode/cdi => ../../cdi
 	github.com/dranode/dranode/checkpoint => ../../checkpoint
 	github.com/dranode/dranode/claimcache => ../../claimcache
+	github.com/dranode/dranode/inventory => ../../inventory
 	github.com/dranode/dranode/sliceclient => ../../sliceclient
-	github.com/dranode/dranode/tools/envtest => ../../tools/envtest
 )

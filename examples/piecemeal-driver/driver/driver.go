@@ -19,7 +19,7 @@ import (
 
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/claimcache"
-	"github.com/dranode/dranode/sliceclient"
+	"github.com/dranode/dranode/inventory"
 )
 
 // CDIClass is the class in the driver's CDI device names
@@ -62,7 +62,7 @@ type Config struct {
 
 func (c Config) validate() error {
 	var problems []string
-	if err := sliceclient.ValidateDriverName(c.DriverName); err != nil {
+	if err := inventory.ValidateDriverName(c.DriverName); err != nil {
 		problems = append(problems, fmt.Sprintf("driver name %q: %v", c.DriverName, err))
 	} else if err := cdi.ValidateVendorName(c.DriverName); err != nil {
 		problems = append(problems, fmt.Sprintf("driver name %q as a CDI vendor: %v", c.DriverName, err))
@@ -151,8 +151,8 @@ func (d *Driver) Close() error { return d.record.Close() }
 
 // Inventory is what the driver publishes: one pool named after the node,
 // with the simulated GPUs.
-func (d *Driver) Inventory() sliceclient.Inventory {
-	pool := sliceclient.Pool{Name: d.cfg.NodeName}
+func (d *Driver) Inventory() inventory.Inventory {
+	pool := inventory.Pool{Name: d.cfg.NodeName}
 	for i := range d.cfg.NumDevices {
 		pool.Devices = append(pool.Devices, resourceapi.Device{
 			Name: deviceName(i),
@@ -163,7 +163,7 @@ func (d *Driver) Inventory() sliceclient.Inventory {
 			},
 		})
 	}
-	return sliceclient.Inventory{Pools: []sliceclient.Pool{pool}}
+	return inventory.Inventory{Pools: []inventory.Pool{pool}}
 }
 
 func deviceName(i int) string { return "gpu-" + strconv.Itoa(i) }

@@ -48,10 +48,17 @@ type modulePath struct {
 	Version string
 }
 
+// libraryModules are the dranode modules released for vendors to import
+// that the piecemeal driver may use; the agent and the plugin protocol are
+// the other way to use dranode, not parts of this one.
+var libraryModules = []string{"cdi", "checkpoint", "claimcache", "inventory", "sliceclient"}
+
 // The module requires exactly the dranode modules whose packages its
 // build (tests included) uses, each resolved from its own directory, and
-// none of the agent's: a vendor adopting one module does not inherit the
-// rest.
+// all of them released libraries: a vendor adopting one module does not
+// inherit the rest, and a copy of this directory builds against released
+// modules alone, with no test-only module (tools/envtest, integration)
+// to resolve.
 func TestRequiresOnlyTheDranodeModulesItImports(t *testing.T) {
 	type pkg struct {
 		ImportPath string
@@ -94,6 +101,9 @@ func TestRequiresOnlyTheDranodeModulesItImports(t *testing.T) {
 		}
 	}
 	for _, m := range sortedKeys(required) {
+		if !slices.Contains(libraryModules, strings.TrimPrefix(m, dranodePrefix)) {
+			t.Errorf("%s is required, but the driver may use only the library modules %v", m, libraryModules)
+		}
 		if _, ok := imported[m]; !ok {
 			t.Errorf("%s is required in go.mod but no package of it is imported", m)
 		}
@@ -109,7 +119,12 @@ func TestRequiresOnlyTheDranodeModulesItImports(t *testing.T) {
 			t.Errorf("%s: %s/go.mod does not declare it (%v)", m, want, err)
 		}
 	}
-	for _, forbidden := range []string{"agent", "pluginmgr"} {
+	for _, m := range sortedKeys(replaced) {
+		if strings.HasPrefix(m, dranodePrefix) && !required[m] {
+			t.Errorf("%s is replaced but not required; drop the replace", m)
+		}
+	}
+	for _, forbidden := range []string{"agent", "pluginmgr", "tools/envtest"} {
 		m := dranodePrefix + forbidden
 		if _, ok := imported[m]; ok || required[m] {
 			t.Errorf("%s is used (imported by %v, required %v); the piecemeal driver must not need it", m, imported[m], required[m])
