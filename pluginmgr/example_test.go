@@ -9,6 +9,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/dranode/dranode/pluginmgr"
+	"github.com/dranode/dranode/pluginmgr/internal/testbin"
 )
 
 // Launch a plugin binary (here the module's test plugin, built by TestMain),
@@ -16,8 +17,8 @@ import (
 func ExampleLaunch() {
 	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{
 		Name:   "test",
-		Path:   testDriverPath,            // absolute path, from the configuration
-		SHA256: sha256Hex(testDriverPath), // from the configuration too
+		Path:   testDriverPath,                 // absolute path, from the configuration
+		SHA256: testbin.SHA256(testDriverPath), // from the configuration too
 		Config: []byte(`{"devices": 2}`),
 	}, pluginmgr.Options{NodeName: "node-1", Logger: hclog.NewNullLogger()})
 	if err != nil {
@@ -58,7 +59,7 @@ func ExampleChecksumError() {
 	}, pluginmgr.Options{Logger: hclog.NewNullLogger()})
 	var ce *pluginmgr.ChecksumError
 	if errors.As(err, &ce) {
-		fmt.Println("refused:", ce.Expected[:8], "expected,", ce.Actual == sha256Hex(testDriverPath), "actual digest reported")
+		fmt.Println("refused:", ce.Expected[:8], "expected,", ce.Actual == testbin.SHA256(testDriverPath), "actual digest reported")
 	}
 	// Output:
 	// refused: 00000000 expected, true actual digest reported

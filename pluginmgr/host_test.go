@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dranode/dranode/pluginmgr"
+	"github.com/dranode/dranode/pluginmgr/internal/testbin"
 )
 
 func quietOptions() pluginmgr.Options {
@@ -34,7 +35,15 @@ func testConfig(t testing.TB, cfg any, args ...string) pluginmgr.PluginConfig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pluginmgr.PluginConfig{Name: "test", Path: testDriverPath, SHA256: sha256File(t, testDriverPath), Args: args, Config: raw}
+	return pluginmgr.PluginConfig{Name: "test", Path: testDriverPath, SHA256: testbin.SHA256(testDriverPath), Args: args, Config: raw}
+}
+
+// twoConfigs configures the test plugin twice, as "test" and "second".
+func twoConfigs(t testing.TB) []pluginmgr.PluginConfig {
+	first := testConfig(t, nil)
+	second := first
+	second.Name = "second"
+	return []pluginmgr.PluginConfig{first, second}
 }
 
 func launch(t testing.TB, cfg pluginmgr.PluginConfig, opts pluginmgr.Options) *pluginmgr.Plugin {
@@ -216,7 +225,7 @@ func TestHandshakeFailures(t *testing.T) {
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256File(t, testDriverPath)
+	sum := testbin.SHA256(testDriverPath)
 	tests := []struct {
 		name    string
 		cfg     pluginmgr.PluginConfig
@@ -224,7 +233,7 @@ func TestHandshakeFailures(t *testing.T) {
 		want    error
 		mention []string
 	}{
-		{"not executable", pluginmgr.PluginConfig{Path: notExec, SHA256: sha256File(t, notExec)}, 0, pluginmgr.ErrNotExecutable, []string{notExec, "-rw-r--r--"}},
+		{"not executable", pluginmgr.PluginConfig{Path: notExec, SHA256: testbin.SHA256(notExec)}, 0, pluginmgr.ErrNotExecutable, []string{notExec, "-rw-r--r--"}},
 		{"missing", pluginmgr.PluginConfig{Path: notExec + ".missing", SHA256: sum}, 0, pluginmgr.ErrNotExecutable, []string{"no such file"}},
 		{"wrong checksum", pluginmgr.PluginConfig{Path: testDriverPath, SHA256: strings.Repeat("ab", 32)}, 0, pluginmgr.ErrChecksumMismatch, []string{testDriverPath, sum, strings.Repeat("ab", 32)}},
 		{"wrong cookie", pluginmgr.PluginConfig{Path: testDriverPath, SHA256: sum, Args: []string{"-mode=wrong-cookie"}}, 0, pluginmgr.ErrMagicCookie, nil},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dranode/dranode/pluginmgr"
+	"github.com/dranode/dranode/pluginmgr/internal/testbin"
 )
 
 // waitForChild waits until this process has a child (a plugin being
@@ -40,7 +41,7 @@ func TestLaunchAbandonedByContext(t *testing.T) {
 		{
 			name: "handshake never completes",
 			cfg: func(string) pluginmgr.PluginConfig {
-				return pluginmgr.PluginConfig{Path: testDriverPath, SHA256: sha256File(t, testDriverPath), Args: []string{"-mode=hang"}}
+				return pluginmgr.PluginConfig{Path: testDriverPath, SHA256: testbin.SHA256(testDriverPath), Args: []string{"-mode=hang"}}
 			},
 			stuck: func(t *testing.T, _ string) { waitForChild(t) },
 		},
@@ -118,10 +119,7 @@ func TestManagerStartWithEndedContext(t *testing.T) {
 	defer m.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	first := testConfig(t, nil)
-	second := first
-	second.Name = "second"
-	err := m.Start(ctx, []pluginmgr.PluginConfig{first, second})
+	err := m.Start(ctx, twoConfigs(t))
 	var se *pluginmgr.StartError
 	if !errors.Is(err, context.Canceled) || !errors.As(err, &se) {
 		t.Fatalf("Start with a cancelled context = %v, want *StartError wrapping context.Canceled", err)
@@ -187,17 +185,15 @@ func TestCloseConcurrently(t *testing.T) {
 
 func TestManagerCloseConcurrently(t *testing.T) {
 	m := pluginmgr.NewManager(quietOptions())
-	first := testConfig(t, nil)
-	second := first
-	second.Name = "second"
-	if err := m.Start(context.Background(), []pluginmgr.PluginConfig{first, second}); err != nil {
+	configs := twoConfigs(t)
+	if err := m.Start(context.Background(), configs); err != nil {
 		t.Fatal(err)
 	}
 	if c := children(t); len(c) != 2 {
 		t.Fatalf("children while running: %v, want 2", c)
 	}
 	closeRace(t, 2, m.Close)
-	if err := m.Start(context.Background(), []pluginmgr.PluginConfig{first}); !errors.Is(err, pluginmgr.ErrClosed) {
+	if err := m.Start(context.Background(), configs[:1]); !errors.Is(err, pluginmgr.ErrClosed) {
 		t.Errorf("Start after Close = %v, want ErrClosed", err)
 	}
 	if c := children(t); len(c) != 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dranode/dranode/pluginmgr"
+	"github.com/dranode/dranode/pluginmgr/internal/testbin"
 )
 
 // hostModeEnv makes the test binary act as a plugin host that launches the
@@ -20,7 +21,7 @@ const hostModeEnv = "PLUGINMGR_TEST_HOST_MODE"
 
 func runAsHost() {
 	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{
-		Name: "test", Path: os.Getenv("PLUGINMGR_TEST_DRIVER"), SHA256: sha256Hex(os.Getenv("PLUGINMGR_TEST_DRIVER")),
+		Name: "test", Path: os.Getenv("PLUGINMGR_TEST_DRIVER"), SHA256: testbin.SHA256(os.Getenv("PLUGINMGR_TEST_DRIVER")),
 	}, pluginmgr.Options{})
 	if err != nil {
 		fmt.Println("error:", err)

@@ -20,6 +20,9 @@ type Plugin struct {
 	log     hclog.Logger
 	sockDir string
 
+	// ctx lives until Close (cancel), which abandons a restart in progress
+	// and ends the streams the supervisor follows; done is closed when the
+	// supervisor has returned.
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}

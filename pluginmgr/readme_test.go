@@ -2,16 +2,13 @@ package pluginmgr_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/pluginmgr/conformance"
+	"github.com/dranode/dranode/pluginmgr/internal/testbin"
 )
 
 // TestReadmeWalkthrough keeps the README's first driver honest: the README
@@ -35,19 +32,12 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatal("README's walkthrough differs from internal/hellodriver/main.go; copy the file into the README")
 	}
 
-	bin := filepath.Join(t.TempDir(), "hello-plugin")
-	build := exec.Command("go", "build", "-o", bin, "./internal/hellodriver")
-	build.Env = append(os.Environ(), "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the walkthrough driver: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(bin)
+	bin, err := testbin.Build(t.TempDir(), "hello-plugin", "./internal/hellodriver")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(b)
 	opts := quietOptions()
-	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{Path: bin, SHA256: hex.EncodeToString(sum[:]), Config: []byte(`{}`)}, opts)
+	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{Path: bin, SHA256: testbin.SHA256(bin), Config: []byte(`{}`)}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

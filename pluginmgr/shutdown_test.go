@@ -80,10 +80,7 @@ func TestCleanShutdown(t *testing.T) {
 	t.Setenv("TMPDIR", tmp) // the host's socket directory goes here
 
 	m := pluginmgr.NewManager(quietOptions())
-	cfg := testConfig(t, nil)
-	cfg2 := cfg
-	cfg2.Name = "second"
-	if err := m.Start(context.Background(), []pluginmgr.PluginConfig{cfg, cfg2}); err != nil {
+	if err := m.Start(context.Background(), twoConfigs(t)); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"test", "second"} {

@@ -211,11 +211,7 @@ func preparedClaimsFromWire(in []*pb.PreparedClaim) []PreparedClaim {
 
 // prepareResultsFromWire matches the plugin's answers to the request.
 func prepareResultsFromWire(claims []Claim, in []*pb.ClaimPrepareResult) ([]PrepareResult, error) {
-	uids := make([]types.UID, len(claims))
-	for i, c := range claims {
-		uids[i] = c.UID
-	}
-	answers, err := matchByUID(uids, in)
+	uids, answers, err := matchByUID(claims, func(c Claim) types.UID { return c.UID }, in)
 	if err != nil {
 		return nil, err
 	}
@@ -231,11 +227,7 @@ func prepareResultsFromWire(claims []Claim, in []*pb.ClaimPrepareResult) ([]Prep
 
 // unprepareResultsFromWire matches the plugin's answers to the request.
 func unprepareResultsFromWire(claims []PreparedClaim, in []*pb.ClaimUnprepareResult) ([]UnprepareResult, error) {
-	uids := make([]types.UID, len(claims))
-	for i, c := range claims {
-		uids[i] = c.UID
-	}
-	answers, err := matchByUID(uids, in)
+	uids, answers, err := matchByUID(claims, func(c PreparedClaim) types.UID { return c.UID }, in)
 	if err != nil {
 		return nil, err
 	}
@@ -249,13 +241,18 @@ func unprepareResultsFromWire(claims []PreparedClaim, in []*pb.ClaimUnprepareRes
 	return out, nil
 }
 
-// matchByUID returns the plugin's answers in the order of the claims asked
-// about: every claim must be answered exactly once, and nothing else.
-func matchByUID[R interface{ GetUid() string }](asked []types.UID, in []R) ([]R, error) {
+// matchByUID returns the UIDs of the claims asked about and the plugin's
+// answers in their order: every claim must be answered exactly once, and
+// nothing else.
+func matchByUID[C any, R interface{ GetUid() string }](claims []C, uidOf func(C) types.UID, in []R) ([]types.UID, []R, error) {
+	asked := make([]types.UID, len(claims))
+	for i, c := range claims {
+		asked[i] = uidOf(c)
+	}
 	byUID := make(map[string]R, len(in))
 	for _, r := range in {
 		if _, dup := byUID[r.GetUid()]; dup {
-			return nil, fmt.Errorf("%w: claim %s answered twice", ErrInvalidResponse, r.GetUid())
+			return nil, nil, fmt.Errorf("%w: claim %s answered twice", ErrInvalidResponse, r.GetUid())
 		}
 		byUID[r.GetUid()] = r
 	}
@@ -274,9 +271,9 @@ func matchByUID[R interface{ GetUid() string }](asked []types.UID, in []R) ([]R,
 		errs = append(errs, fmt.Errorf("%w: result for claim %s that was not asked for", ErrInvalidResponse, uid))
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
-	return out, nil
+	return asked, out, nil
 }
 
 func healthToWire(hs []DeviceHealth) *pb.HealthSnapshot {

@@ -2,12 +2,7 @@ package conformance_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,45 +13,22 @@ import (
 
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/pluginmgr/conformance"
+	"github.com/dranode/dranode/pluginmgr/internal/testbin"
 )
 
-var binaries = map[string]string{}
+// The test plugins: one that keeps the contract and one that breaks it.
+var goodPlugin, brokenPlugin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "conformance-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	for name, pkg := range map[string]string{"good": "../internal/testdriver/cmd/testdriver", "broken": "./testdata/brokenplugin"} {
-		out := filepath.Join(dir, name)
-		build := exec.Command("go", "build", "-o", out, pkg)
-		build.Env = append(os.Environ(), "GOWORK=off")
-		if msg, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, msg)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-		binaries[name] = out
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testbin.Main(m, map[string]*string{
+		"../internal/testdriver/cmd/testdriver": &goodPlugin,
+		"./testdata/brokenplugin":               &brokenPlugin,
+	})
 }
 
-func sha256Hex(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		panic(err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-func launch(t *testing.T, name string) *pluginmgr.Plugin {
+func launch(t *testing.T, path string) *pluginmgr.Plugin {
 	t.Helper()
-	path := binaries[name]
-	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{Path: path, SHA256: sha256Hex(path)},
+	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{Path: path, SHA256: testbin.SHA256(path)},
 		pluginmgr.Options{Logger: hclog.NewNullLogger(), StartTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -113,14 +85,14 @@ func record(t testing.TB, p *pluginmgr.Plugin) *recorder {
 }
 
 func TestGoodPluginPasses(t *testing.T) {
-	rec := record(t, launch(t, "good"))
+	rec := record(t, launch(t, goodPlugin))
 	if rec.Failed() {
 		t.Errorf("the kit failed a conforming plugin:\n%s", strings.Join(rec.messages, "\n"))
 	}
 }
 
 func TestBrokenPluginFails(t *testing.T) {
-	rec := record(t, launch(t, "broken"))
+	rec := record(t, launch(t, brokenPlugin))
 	all := strings.Join(rec.messages, "\n")
 	for _, want := range []string{
 		`Info: driver version is empty`,

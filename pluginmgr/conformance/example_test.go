@@ -10,6 +10,7 @@ import (
 
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/pluginmgr/conformance"
+	"github.com/dranode/dranode/pluginmgr/internal/testbin"
 )
 
 // Run is meant for a vendor's own test, with the *testing.T of the test:
@@ -22,7 +23,7 @@ import (
 // breaks the contract on purpose; these are the complaints about its Info.
 func ExampleRun() {
 	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{
-		Path: binaries["broken"], SHA256: sha256Hex(binaries["broken"]),
+		Path: brokenPlugin, SHA256: testbin.SHA256(brokenPlugin),
 	}, pluginmgr.Options{Logger: hclog.NewNullLogger()})
 	if err != nil {
 		fmt.Println(err)

@@ -1,0 +1,60 @@
+// Package testbin builds the module's test plugins for its tests, which run
+// them as real processes through the host side, and digests them the way a
+// PluginConfig names them.
+package testbin
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Main is a TestMain that needs plugin binaries: it builds the main package
+// of each key of pkgs into a temporary directory, stores the binary's path
+// where the value points, runs the tests, removes the directory and exits
+// with the tests' code.
+func Main(m *testing.M, pkgs map[string]*string) {
+	dir, err := os.MkdirTemp("", "pluginmgr-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for pkg, path := range pkgs {
+		if *path, err = Build(dir, filepath.Base(pkg), pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Build compiles the main package pkg (as go build takes it, relative to
+// the test's directory) into dir/name, alone (GOWORK=off) as the module is
+// tested, and returns the binary's path.
+func Build(dir, name, pkg string) (string, error) {
+	out := filepath.Join(dir, name)
+	build := exec.Command("go", "build", "-o", out, pkg)
+	build.Env = append(os.Environ(), "GOWORK=off")
+	if msg, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, msg)
+	}
+	return out, nil
+}
+
+// SHA256 is the hex SHA-256 digest of the file at path. It panics when the
+// file cannot be read: its callers digest binaries they just built.
+func SHA256(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(fmt.Sprintf("testbin: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
