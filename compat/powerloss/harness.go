@@ -55,9 +55,14 @@ type Config struct {
 	// Precreate creates the store, empty and durable, before the first
 	// run; otherwise the writer's first run creates it.
 	Precreate bool
-	Cut       CutMode
-	// MaxAcks bounds K for CutAfterAcks and CutRandom (default 20).
-	MaxAcks int
+	// Fresh starts every iteration from the initial state instead of from
+	// what the previous cut left, so that one cut's damage cannot hide the
+	// next one's.
+	Fresh bool
+	Cut   CutMode
+	// MinAcks and MaxAcks bound K for CutAfterAcks and CutRandom
+	// (default 1 and 20).
+	MinAcks, MaxAcks int
 	// FS are the lazyfs options of every run (FailAt and Seed are set by
 	// the harness). TornRandom sets Torn on a random half of the runs.
 	FS         lazyfs.Options
@@ -118,14 +123,29 @@ type Result struct {
 	Violations []Violation
 }
 
-// LostAcks reports whether any check found a lost acknowledged change.
+// LostAcks reports whether acknowledged changes were lost: missing from
+// the reopened state, or unreadable because the reopen failed.
 func (r *Result) LostAcks() bool {
 	for _, v := range r.Violations {
-		if v.Kind == Lost {
+		if v.losesAcks() {
 			return true
 		}
 	}
 	return false
+}
+
+func (v Violation) losesAcks() bool { return v.Kind == Lost || v.Kind == ReopenFailed }
+
+// LostAcksAt returns the iterations (from 1) whose checks found lost
+// acknowledged changes.
+func (r *Result) LostAcksAt() map[int]bool {
+	at := map[int]bool{}
+	for _, v := range r.Violations {
+		if v.losesAcks() {
+			at[v.Iteration] = true
+		}
+	}
+	return at
 }
 
 // workload is one product under test: the writer side runs in the writer
@@ -168,8 +188,12 @@ func Run(cfg Config) (*Result, error) {
 	if cfg.Cut != CutSweep && cfg.Iterations < 1 {
 		return nil, fmt.Errorf("powerloss: Iterations is %d; want at least 1", cfg.Iterations)
 	}
+	cfg.MinAcks = max(cfg.MinAcks, 1)
 	if cfg.MaxAcks < 1 {
 		cfg.MaxAcks = 20
+	}
+	if cfg.MaxAcks < cfg.MinAcks {
+		return nil, fmt.Errorf("powerloss: MaxAcks (%d) is below MinAcks (%d)", cfg.MaxAcks, cfg.MinAcks)
 	}
 	if cfg.Writer == "" {
 		cfg.Writer = os.Args[0]
@@ -183,7 +207,7 @@ func Run(cfg Config) (*Result, error) {
 	}
 	defer os.RemoveAll(work)
 	h := &harness{cfg: cfg, w: w, chk: w.newChecker(), work: work,
-		backing: filepath.Join(work, "disk"), mnt: filepath.Join(work, "mnt"),
+		backing: filepath.Join(work, "disk"), mnt: filepath.Join(work, "mnt"), base: filepath.Join(work, "base"),
 		res: &Result{CutPoints: map[string]int{}}}
 	for _, d := range []string{h.backing, h.mnt} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -195,12 +219,41 @@ func Run(cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("powerloss: setup: %w", err)
 		}
 	}
+	if cfg.Cut == CutSweep || cfg.Fresh {
+		if err := h.save(); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Cut == CutSweep {
 		err = h.sweep()
 	} else {
 		err = h.random()
 	}
 	return h.res, err
+}
+
+// save keeps the backing directory as the state to restore.
+func (h *harness) save() error {
+	h.baseRun = h.run
+	if err := os.RemoveAll(h.base); err != nil {
+		return err
+	}
+	return copyTree(h.backing, h.base)
+}
+
+// restore puts the saved state back, for the checker too.
+func (h *harness) restore() error {
+	if err := os.RemoveAll(h.backing); err != nil {
+		return err
+	}
+	if err := copyTree(h.base, h.backing); err != nil {
+		return err
+	}
+	if err := h.chk.reset(filepath.Join(h.backing, storeDir)); err != nil {
+		return fmt.Errorf("powerloss: reset the checker: %w", err)
+	}
+	h.run = h.baseRun // the same run (boot, names) every time
+	return nil
 }
 
 // storeDir is where the store lives, under the mount's root, so that
@@ -216,6 +269,8 @@ type harness struct {
 	mnt     string
 	res     *Result
 	run     int
+	base    string // a saved state (sweep, Fresh)
+	baseRun int
 }
 
 // trigger is where one iteration cuts.
@@ -238,10 +293,15 @@ func (h *harness) random() error {
 	rng := rand.New(rand.NewPCG(h.cfg.Seed, 0x706f7765726c6f73))
 	lastOps := 0
 	for i := 0; i < h.cfg.Iterations; i++ {
+		if h.cfg.Fresh && i > 0 {
+			if err := h.restore(); err != nil {
+				return err
+			}
+		}
 		var tr trigger
 		switch {
 		case h.cfg.Cut == CutAfterAcks:
-			tr.acks = 1 + rng.IntN(h.cfg.MaxAcks)
+			tr.acks = h.cfg.MinAcks + rng.IntN(h.cfg.MaxAcks-h.cfg.MinAcks+1)
 		case i == 0 || lastOps == 0:
 			// Run to the end first, to learn how long a run is.
 		default:
@@ -249,16 +309,16 @@ func (h *harness) random() error {
 			case 0, 1, 2:
 				tr.failAt = 1 + rng.IntN(lastOps)
 			case 3:
-				tr.acks = 1 + rng.IntN(h.cfg.MaxAcks)
+				tr.acks = h.cfg.MinAcks + rng.IntN(h.cfg.MaxAcks-h.cfg.MinAcks+1)
 			}
 		}
 		torn := h.cfg.FS.Torn || (h.cfg.TornRandom && rng.IntN(2) == 0)
-		cut, err := h.iteration(tr, torn, rng.Uint64())
+		out, err := h.iteration(tr, torn, rng.Uint64())
 		if err != nil {
 			return err
 		}
-		if cut.Stopped == nil {
-			lastOps = cut.Ops
+		if out.cut.Stopped == nil {
+			lastOps = out.cut.Ops
 		}
 	}
 	return nil
@@ -270,39 +330,54 @@ func (h *harness) sweep() error {
 	if _, err := h.iteration(trigger{}, false, h.cfg.Seed); err != nil {
 		return err
 	}
-	base := filepath.Join(h.work, "base")
-	if err := copyTree(h.backing, base); err != nil {
+	if err := h.save(); err != nil {
 		return err
 	}
-	baseRun := h.run
 	count, err := h.iteration(trigger{}, false, h.cfg.Seed)
 	if err != nil {
 		return err
 	}
-	for n := 1; n <= count.Ops+1; n++ {
-		if err := os.RemoveAll(h.backing); err != nil {
-			return err
+	for n := 1; n <= len(count.trace)+1; n++ {
+		// A background goroutine (the journal's compaction) can shift
+		// the operations between runs: try again until the cut lands
+		// where it did in the counting run, once.
+		want := "end of run"
+		if n <= len(count.trace) {
+			cut := &lazyfs.Cut{Stopped: &count.trace[n-1]}
+			if n > 1 {
+				cut.Last = &count.trace[n-2]
+			}
+			want = Label(cut)
 		}
-		if err := copyTree(base, h.backing); err != nil {
-			return err
-		}
-		if err := h.chk.reset(filepath.Join(h.backing, storeDir)); err != nil {
-			return fmt.Errorf("powerloss: sweep: reset: %w", err)
-		}
-		h.run = baseRun // the same run (boot, names) every time
-		if _, err := h.iteration(trigger{failAt: n}, h.cfg.FS.Torn, h.cfg.Seed+uint64(n)); err != nil {
-			return err
+		for range 2 {
+			if err := h.restore(); err != nil {
+				return err
+			}
+			out, err := h.iteration(trigger{failAt: n}, h.cfg.FS.Torn, h.cfg.Seed+uint64(n))
+			if err != nil {
+				return err
+			}
+			if out.label == want {
+				break
+			}
 		}
 	}
 	return nil
 }
 
+// outcome is what an iteration did.
+type outcome struct {
+	cut   *lazyfs.Cut
+	trace []lazyfs.Op
+	label string
+}
+
 // iteration is one run of the writer and one power cut.
-func (h *harness) iteration(tr trigger, torn bool, seed uint64) (*lazyfs.Cut, error) {
+func (h *harness) iteration(tr trigger, torn bool, seed uint64) (*outcome, error) {
 	h.run++
 	it := h.res.Iterations + 1
 	opts := h.cfg.FS
-	opts.FailAt, opts.Torn, opts.Seed = tr.failAt, torn, seed
+	opts.FailAt, opts.Torn, opts.Seed, opts.Trace = tr.failAt, torn, seed, true
 	fsys, err := lazyfs.Mount(h.backing, h.mnt, opts)
 	if err != nil {
 		return nil, err
@@ -383,11 +458,15 @@ func (h *harness) iteration(tr trigger, torn bool, seed uint64) (*lazyfs.Cut, er
 	}
 	h.res.Iterations = it
 	where := describe(tr, cut)
-	h.res.CutPoints[Label(cut)]++
+	label := Label(cut)
+	if finished {
+		label = "end of run"
+	}
+	h.res.CutPoints[label]++
 
 	var vs []Violation
 	if lineErr != nil {
-		vs = append(vs, Violation{Kind: WriterFailed, Detail: "unreadable output: " + lineErr.Error()})
+		vs = append(vs, Violation{Kind: WriterFailed, Detail: "its output disagrees with the checker: " + lineErr.Error()})
 	}
 	killed := false
 	var exitErr *exec.ExitError
@@ -408,7 +487,7 @@ func (h *harness) iteration(tr trigger, torn bool, seed uint64) (*lazyfs.Cut, er
 	}
 	h.res.Violations = append(h.res.Violations, vs...)
 	h.cfg.Log("iteration %d: cut %s; %d acks checked, %d violations", it, where, acked, len(vs))
-	return cut, nil
+	return &outcome{cut: cut, trace: fsys.Trace(), label: label}, nil
 }
 
 func describe(tr trigger, cut *lazyfs.Cut) string {
@@ -427,10 +506,11 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // Label names where a cut landed, for coverage counts: the kind and file
 // pattern (digits as N) of the operation it stopped, "between rename and
 // directory fsync" when it stopped the fsync of the directory a rename just
-// changed, or "end of run" when it stopped nothing.
+// changed, or "between operations" when no operation was waiting. (Result
+// counts a cut after the writer finished as "end of run".)
 func Label(cut *lazyfs.Cut) string {
 	if cut.Stopped == nil {
-		return "end of run"
+		return "between operations"
 	}
 	s, l := cut.Stopped, cut.Last
 	if s.Kind == lazyfs.OpFsyncDir && l != nil && l.Kind == lazyfs.OpRename && pathDir(l.To) == s.Path {
@@ -471,6 +551,11 @@ func tail(s string) string {
 		return "..." + s[len(s)-4000:]
 	}
 	return s
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func copyTree(src, dst string) error {

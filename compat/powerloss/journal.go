@@ -136,7 +136,12 @@ func (c *journalChecker) observe(line string) error {
 }
 
 func (c *journalChecker) load(dir string) (map[string]journalValue, *Violation) {
-	var state map[string]journalValue
+	state := map[string]journalValue{}
+	if !exists(dir) {
+		// Opening would create it: a change to the disk the next run
+		// would wrongly start from. A missing journal is an empty one.
+		return state, nil
+	}
 	v := reopen("checkpoint.OpenJournal", func() error {
 		j, err := checkpoint.OpenJournal[journalValue](dir, journalSchema, journalOptions()...)
 		if err != nil {
