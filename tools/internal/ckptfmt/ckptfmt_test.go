@@ -1,6 +1,7 @@
 package ckptfmt
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -109,7 +110,7 @@ func TestReadJournalAgreesWithClaimcache(t *testing.T) {
 	want := c.List()
 	c.Close()
 
-	j, err := ReadJournal(dir)
+	j, err := ReadJournal(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestReadJournalRejects(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := ReadJournal(dir)
+			_, err := ReadJournal(context.Background(), dir)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("err = %v, want %v", err, tt.want)
 			}

@@ -1,6 +1,7 @@
 package ckptfmt
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,13 +10,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dranode/dranode/tools/internal/regularfile"
 )
 
-// JournalFile is one file of a journal directory as Parse saw it.
+// JournalFile is one file of a journal directory as Scan saw it.
 type JournalFile struct {
-	Name       string  `json:"name"`
-	Generation int64   `json:"generation"`
-	Parsed     *Parsed `json:"parsed"`
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+	Summary
 }
 
 // Journal is a journal directory replayed the way the checkpoint module
@@ -61,17 +64,20 @@ func logGeneration(name string) (int64, bool) {
 	return g, err == nil && g >= 1
 }
 
-// ReadJournal reads and replays the journal in dir. Superseded logs (older
+// ReadJournal reads and replays the journal in dir, one record at a time:
+// it holds the replayed state, never a whole file. Superseded logs (older
 // than the snapshot) are skipped, as the restore does. Any file that fails to
-// verify is a *FileError wrapping a *CorruptError; the Journal returned with
-// it holds what was read up to that point.
-func ReadJournal(dir string) (*Journal, error) {
+// verify is a *FileError wrapping a *CorruptError; a journal file that is not
+// a regular file is a *FileError wrapping a *regularfile.NotRegularError. The
+// Journal returned with an error holds what was read up to that point. The
+// read stops when ctx ends.
+func ReadJournal(ctx context.Context, dir string) (*Journal, error) {
 	j := &Journal{Dir: dir, State: map[string]json.RawMessage{}}
 	snapGen := int64(1)
-	if data, err := os.ReadFile(filepath.Join(dir, "snapshot")); err == nil {
-		p, err := Parse(data)
+	if _, err := os.Lstat(filepath.Join(dir, "snapshot")); err == nil {
+		p, err := j.scan(ctx, "snapshot")
 		if err != nil {
-			return j, &FileError{File: "snapshot", Err: err}
+			return j, err
 		}
 		if p.Type != TypeSnapshot {
 			return j, &FileError{File: "snapshot", Err: &CorruptError{Reason: fmt.Sprintf("a %s file where the snapshot belongs", p.Type)}}
@@ -80,9 +86,7 @@ func ReadJournal(dir string) (*Journal, error) {
 			return j, &FileError{File: "snapshot", Err: &CorruptError{Offset: magicLen, Reason: "snapshot header without a valid generation"}}
 		}
 		snapGen = *p.Header.Generation
-		if err := j.add("snapshot", snapGen, p); err != nil {
-			return j, err
-		}
+		j.add("snapshot", snapGen, p)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return j, fmt.Errorf("read journal snapshot: %w", err)
 	}
@@ -102,23 +106,19 @@ func ReadJournal(dir string) (*Journal, error) {
 			return j, &FileError{File: fmt.Sprintf("log.%d", want), Err: &CorruptError{Reason: fmt.Sprintf("missing: live logs jump from generation %d to %d", want-1, g)}}
 		}
 		name := "log." + strconv.FormatInt(g, 10)
-		data, err := os.ReadFile(filepath.Join(dir, name))
+		p, err := j.scan(ctx, name)
 		if err != nil {
-			return j, fmt.Errorf("read journal log: %w", err)
+			return j, err
 		}
-		p, err := Parse(data)
-		if err == nil && p.Type != TypeLog {
+		if p.Type != TypeLog {
 			err = &CorruptError{Reason: fmt.Sprintf("a %s file where a log belongs", p.Type)}
-		}
-		if err == nil && p.TornTail != nil && i != len(gens)-1 {
+		} else if p.TornTail != nil && i != len(gens)-1 {
 			err = p.TornTail // only the newest log may end in a torn append
 		}
 		if err != nil {
 			return j, &FileError{File: name, Err: err}
 		}
-		if err := j.add(name, g, p); err != nil {
-			return j, err
-		}
+		j.add(name, g, p)
 	}
 	if len(j.Files) == 0 {
 		return j, fmt.Errorf("%s: no journal files (snapshot, log.N): %w", dir, ErrNotDranode)
@@ -126,25 +126,68 @@ func ReadJournal(dir string) (*Journal, error) {
 	return j, nil
 }
 
-func (j *Journal) add(name string, gen int64, p *Parsed) error {
-	if j.Kind == "" {
-		j.Kind = p.Header.Kind
-	} else if p.Header.Kind != j.Kind {
-		return &FileError{File: name, Err: &CorruptError{Offset: magicLen, Reason: fmt.Sprintf("kind %q in a journal of kind %q", p.Header.Kind, j.Kind)}}
+// scan verifies the journal file name and replays its records into j.State
+// as they stream by. A file of another kind than the journal's is corrupt,
+// and nothing of it is replayed.
+func (j *Journal) scan(ctx context.Context, name string) (*Summary, error) {
+	f, err := regularfile.Open(filepath.Join(j.Dir, name))
+	if err != nil {
+		return nil, &FileError{File: name, Err: err}
 	}
-	if !slices.Contains(j.Versions, p.Header.Version) {
-		j.Versions = append(j.Versions, p.Header.Version)
-		slices.Sort(j.Versions)
-	}
-	j.Files = append(j.Files, JournalFile{Name: name, Generation: gen, Parsed: p})
-	for _, r := range p.Records {
-		for _, c := range r.Changes {
-			if c.Op == "put" {
-				j.State[c.Key] = c.Value
-			} else {
-				delete(j.State, c.Key)
+	defer f.Close()
+	s, err := Scan(ctx, f, f.Size(), func(s *Summary, r *Record) error {
+		if s.RecordCount == 1 {
+			if err := j.checkKind(name, s); err != nil {
+				return err
 			}
 		}
+		for _, c := range r.Changes {
+			j.apply(c)
+		}
+		return nil
+	})
+	if err != nil {
+		var fe *FileError
+		if errors.As(err, &fe) {
+			return nil, err
+		}
+		return nil, &FileError{File: name, Err: err}
+	}
+	if err := j.checkKind(name, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (j *Journal) checkKind(name string, s *Summary) error {
+	if j.Kind != "" && s.Header.Kind != j.Kind {
+		return &FileError{File: name, Err: &CorruptError{Offset: magicLen, Reason: fmt.Sprintf("kind %q in a journal of kind %q", s.Header.Kind, j.Kind)}}
 	}
 	return nil
+}
+
+// apply replays one change, reusing the stored key and value memory where
+// the key is already present: a log that rewrites the same claims costs
+// what its live state costs.
+func (j *Journal) apply(c Change) {
+	if c.Op != "put" {
+		delete(j.State, c.Key)
+		return
+	}
+	if old, ok := j.State[c.Key]; ok && cap(old) >= len(c.Value) {
+		j.State[c.Key] = append(old[:0], c.Value...)
+		return
+	}
+	j.State[c.Key] = append(json.RawMessage(nil), c.Value...)
+}
+
+func (j *Journal) add(name string, gen int64, s *Summary) {
+	if j.Kind == "" {
+		j.Kind = s.Header.Kind
+	}
+	if !slices.Contains(j.Versions, s.Header.Version) {
+		j.Versions = append(j.Versions, s.Header.Version)
+		slices.Sort(j.Versions)
+	}
+	j.Files = append(j.Files, JournalFile{Name: name, Generation: gen, Summary: *s})
 }

@@ -2,8 +2,8 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,76 +11,78 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/dranode/dranode/cdi"
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
-)
 
-// agentCDIClass is the CDI class the dranode agent gives every driver's
-// per-claim specs (agent.CDIClass): kind "<driver name>/claim". The kubelet
-// test proves the two agree against the running agent.
-const agentCDIClass = "claim"
+	"github.com/dranode/dranode/cdi"
+	"github.com/dranode/dranode/tools/internal/regularfile"
+)
 
 // ErrInvalidSpecs: cdi validate found at least one spec with problems.
 var ErrInvalidSpecs = errors.New("invalid CDI specs")
 
-func cdiCommand() *command {
-	return &command{
-		name:  "cdi",
-		short: "parse CDI device names, validate spec files, sweep leaked transient specs",
-		children: []*command{
-			{
-				name: "parse", usage: "NAME",
-				short: "split a fully qualified CDI device name (vendor/class=name) and check every part",
-				flags: func(fs *flag.FlagSet) func(*env, []string) error {
-					out := outputFlag(fs)
-					return func(e *env, args []string) error { return runCDIParse(e, args, *out) }
-				},
-			},
-			{
-				name: "validate", usage: "PATH",
-				short: "validate a CDI spec file, or every spec (*.json, *.yaml) in a directory, listing every problem",
-				long: `Specs are checked by the rules container runtimes apply when they load them.
+// maxSpecBytes bounds a CDI spec file dranodectl reads whole. The CDI
+// format sets no limit; a spec holds a few device entries and edits, so
+// anything near this is not a spec.
+const maxSpecBytes = 16 << 20
+
+func cdiCommand() *cobra.Command {
+	parse := &cobra.Command{
+		Use:   "parse NAME",
+		Short: "split a fully qualified CDI device name (vendor/class=name) and check every part",
+		Args:  exactArgs("NAME"),
+	}
+	parseOut := outputFlag(parse)
+	parse.RunE = func(c *cobra.Command, args []string) error { return runCDIParse(c.OutOrStdout(), args[0], *parseOut) }
+
+	validate := &cobra.Command{
+		Use:   "validate PATH",
+		Short: "validate a CDI spec file, or every spec (*.json, *.yaml) in a directory, listing every problem",
+		Long: `Specs are checked by the rules container runtimes apply when they load them.
 The command fails if any spec has a problem; every problem of every spec is
 listed first.`,
-				flags: func(fs *flag.FlagSet) func(*env, []string) error {
-					out := outputFlag(fs)
-					return func(e *env, args []string) error { return runCDIValidate(e, args, *out) }
-				},
-			},
-			{
-				name: "sweep", usage: "--driver NAME | --kind VENDOR/CLASS [--keep UID,...] [--dir DIR] [--yes]",
-				short: "remove a driver's transient specs of claims no longer held (dry run unless --yes)",
-				long: `Lists (or with --yes removes) the files "<vendor>-<class>_<claim UID>.json" in
+		Args: exactArgs("PATH"),
+	}
+	validateOut := outputFlag(validate)
+	validate.RunE = func(c *cobra.Command, args []string) error {
+		return runCDIValidate(c.OutOrStdout(), args[0], *validateOut)
+	}
+
+	sweep := &cobra.Command{
+		Use:   "sweep --driver NAME | --kind VENDOR/CLASS [--keep UID,...] [--dir DIR] [--yes]",
+		Short: "remove a driver's transient specs of claims no longer held (dry run unless --yes)",
+		Long: `Lists (or with --yes removes) the files "<vendor>-<class>_<claim UID>.json" in
 --dir whose kind is exactly vendor/class and whose claim UID is not in --keep.
 The dranode agent writes a driver's specs as kind <driver name>/claim, which
 --driver selects; --kind names any other vendor/class. Other drivers' files,
 and files that cannot be read as a spec, are never touched.`,
-				flags: func(fs *flag.FlagSet) func(*env, []string) error {
-					out := outputFlag(fs)
-					dir := fs.String("dir", "/var/run/cdi", "CDI spec directory")
-					driver := fs.String("driver", "", "DRA driver name; its specs are of kind <driver>/"+agentCDIClass+", as the dranode agent writes them")
-					kind := fs.String("kind", "", "the CDI kind (vendor/class) of the specs, for drivers that name them otherwise (instead of --driver)")
-					keep := fs.String("keep", "", "comma-separated claim UIDs whose specs stay")
-					yes := fs.Bool("yes", false, "really remove the files (default: only list them)")
-					fs.BoolVar(yes, "apply", false, "same as --yes")
-					return func(e *env, args []string) error {
-						if err := exactArgs(args); err != nil {
-							return err
-						}
-						switch {
-						case *driver != "" && *kind != "":
-							return usagef("give --driver or --kind, not both")
-						case *driver != "":
-							*kind = *driver + "/" + agentCDIClass
-						case *kind == "":
-							return usagef("--driver (or --kind) is required")
-						}
-						return runCDISweep(e, *dir, *kind, *keep, *yes, *out)
-					}
-				},
-			},
-		},
+		Args: exactArgs(),
 	}
+	sweepOut := outputFlag(sweep)
+	fs := sweep.Flags()
+	dir := fs.String("dir", "/var/run/cdi", "CDI spec directory")
+	driver := fs.String("driver", "", "DRA driver name; its specs are of kind <driver>/"+cdi.ClaimClass+", as the dranode agent writes them")
+	kind := fs.String("kind", "", "the CDI kind (vendor/class) of the specs, for drivers that name them otherwise (instead of --driver)")
+	keep := fs.String("keep", "", "comma-separated claim UIDs whose specs stay")
+	yes := fs.Bool("yes", false, "really remove the files (default: only list them)")
+	fs.BoolVar(yes, "apply", false, "same as --yes")
+	sweep.RunE = func(c *cobra.Command, _ []string) error {
+		k := *kind
+		switch {
+		case *driver != "" && k != "":
+			return usagef("give --driver or --kind, not both")
+		case *driver != "":
+			k = *driver + "/" + cdi.ClaimClass
+		case k == "":
+			return usagef("--driver (or --kind) is required")
+		}
+		return runCDISweep(c.OutOrStdout(), *dir, k, *keep, *yes, *sweepOut)
+	}
+
+	return group(&cobra.Command{
+		Use:   "cdi",
+		Short: "parse CDI device names, validate spec files, sweep leaked transient specs",
+	}, parse, validate, sweep)
 }
 
 type cdiName struct {
@@ -96,18 +98,12 @@ func (n *cdiName) table(w *tabwriter.Writer) {
 	fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n.Vendor, n.Class, n.Device, n.Kind)
 }
 
-func runCDIParse(e *env, args []string, format string) error {
-	if err := exactArgs(args, "NAME"); err != nil {
-		return err
-	}
-	if err := checkFormat(format); err != nil {
-		return err
-	}
-	vendor, class, name, err := cdi.ParseQualifiedName(args[0])
+func runCDIParse(stdout io.Writer, qualified string, format outputFormat) error {
+	vendor, class, name, err := cdi.ParseQualifiedName(qualified)
 	if err != nil {
 		return fmt.Errorf("cdi parse: %w", err)
 	}
-	return render(e.stdout, format, &cdiName{Name: args[0], Vendor: vendor, Class: class, Device: name, Kind: vendor + "/" + class})
+	return render(stdout, format, &cdiName{Name: qualified, Vendor: vendor, Class: class, Device: name, Kind: vendor + "/" + class})
 }
 
 // specResult is one spec file's verdict.
@@ -148,14 +144,8 @@ func dash(s string) string {
 	return s
 }
 
-func runCDIValidate(e *env, args []string, format string) error {
-	if err := exactArgs(args, "PATH"); err != nil {
-		return err
-	}
-	if err := checkFormat(format); err != nil {
-		return err
-	}
-	files, err := specFiles(args[0])
+func runCDIValidate(stdout io.Writer, path string, format outputFormat) error {
+	files, err := specFiles(path)
 	if err != nil {
 		return fmt.Errorf("cdi validate: %w", err)
 	}
@@ -182,7 +172,7 @@ func runCDIValidate(e *env, args []string, format string) error {
 		}
 		rep.Specs = append(rep.Specs, res)
 	}
-	if err := render(e.stdout, format, rep); err != nil {
+	if err := render(stdout, format, rep); err != nil {
 		return err
 	}
 	if rep.Invalid > 0 {
@@ -199,6 +189,9 @@ func specFiles(path string) ([]string, error) {
 		return nil, err
 	}
 	if !st.IsDir() {
+		if !st.Mode().IsRegular() {
+			return nil, &regularfile.NotRegularError{Path: path, Mode: st.Mode()}
+		}
 		return []string{path}, nil
 	}
 	entries, err := os.ReadDir(path)
@@ -221,7 +214,7 @@ func specFiles(path string) ([]string, error) {
 
 func validateSpecFile(path string) specResult {
 	res := specResult{File: path}
-	data, err := os.ReadFile(path)
+	data, err := regularfile.ReadAll(path, maxSpecBytes, "CDI spec")
 	if err != nil {
 		res.Problems = []string{err.Error()}
 		return res
@@ -274,10 +267,7 @@ func (r *sweepReport) table(w *tabwriter.Writer) {
 	}
 }
 
-func runCDISweep(e *env, dir, kind, keepList string, apply bool, format string) error {
-	if err := checkFormat(format); err != nil {
-		return err
-	}
+func runCDISweep(stdout io.Writer, dir, kind, keepList string, apply bool, format outputFormat) error {
 	vendor, class, err := cdi.ParseKind(kind)
 	if err != nil {
 		return fmt.Errorf("cdi sweep: kind %q: %w", kind, err)
@@ -298,7 +288,7 @@ func runCDISweep(e *env, dir, kind, keepList string, apply bool, format string) 
 		rep.Removed, err = sweepCandidates(dir, vendor, class, keepFn)
 	}
 	slices.Sort(rep.Removed)
-	if perr := render(e.stdout, format, rep); perr != nil && err == nil {
+	if perr := render(stdout, format, rep); perr != nil && err == nil {
 		err = perr
 	}
 	if err != nil {
@@ -328,7 +318,7 @@ func sweepCandidates(dir, vendor, class string, keep func(string) bool) ([]strin
 			continue
 		}
 		path := filepath.Join(dir, en.Name())
-		data, err := os.ReadFile(path)
+		data, err := regularfile.ReadAll(path, maxSpecBytes, "CDI spec")
 		if err != nil {
 			errs = append(errs, err)
 			continue

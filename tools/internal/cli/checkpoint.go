@@ -2,23 +2,26 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/dranode/dranode/checkpoint"
+	"github.com/dranode/dranode/checkpoint/durable"
 	"github.com/dranode/dranode/checkpoint/kubeletcompat"
 	"github.com/dranode/dranode/claimcache"
 	"github.com/dranode/dranode/tools/internal/ckptfmt"
+	"github.com/dranode/dranode/tools/internal/regularfile"
 )
 
 // Formats checkpoint inspect recognises.
@@ -31,6 +34,16 @@ const (
 
 // claimcacheKind is the kind claimcache stores its journal under.
 const claimcacheKind = "dranode.io/claimcache"
+
+// maxKubeletCheckpointBytes bounds a kubelet checkpoint dranodectl reads:
+// the kubelet's checkpoint manager sets no limit and decodes files whole, so
+// neither can dranodectl stream them. A DRA manager state holds a node's
+// prepared claims, a device manager checkpoint its devices: kilobytes.
+const maxKubeletCheckpointBytes = 64 << 20
+
+// maxMigrateFileBytes bounds one journal file migrate copies for its
+// backup; claimcache.Open reads each of them whole afterwards anyway.
+const maxMigrateFileBytes = 1 << 30
 
 // ErrNotMigratable: migrate was given something it has no migrations for.
 var ErrNotMigratable = errors.New("not a dranode file dranodectl can migrate")
@@ -47,6 +60,9 @@ type checkpointReport struct {
 	Checksum  string `json:"checksum"`
 	Note      string `json:"note,omitempty"`
 
+	// Dranode is the shape inspect prints a dranode file in; the records
+	// are streamed from the file (see dranodeBody), never all held, so it is
+	// only set by whoever reads that output back.
 	Dranode       *ckptfmt.Parsed                        `json:"dranode,omitempty"`
 	Journal       *ckptfmt.Journal                       `json:"journal,omitempty"`
 	DRAManager    *kubeletcompat.DRAManagerState         `json:"draManagerState,omitempty"`
@@ -55,129 +71,159 @@ type checkpointReport struct {
 	contents bool // inspect prints the contents, verify only the summary
 }
 
-func checkpointCommand() *command {
-	return &command{
-		name:  "checkpoint",
-		short: "inspect, verify and migrate state files (dranode's, the kubelet's)",
-		children: []*command{
-			{
-				name: "inspect", usage: "PATH",
-				short: "recognise a state file by its content, verify its checksums and print it",
-				long: `PATH is one of:
+func checkpointCommand() *cobra.Command {
+	inspect := &cobra.Command{
+		Use:   "inspect PATH",
+		Short: "recognise a state file by its content, verify its checksums and print it",
+		Long: `PATH is one of:
   - a dranode state file (checkpoint File, journal snapshot or log);
   - a dranode journal directory, such as the agent's claim record;
   - the kubelet's dra_manager_state;
   - the kubelet's kubelet_internal_checkpoint (current or pre-1.20 format).
 The format is told by the content, not the name. A corrupt file or one written
-by a newer format version makes the command fail.`,
-				flags: func(fs *flag.FlagSet) func(*env, []string) error {
-					out := outputFlag(fs)
-					return func(e *env, args []string) error { return runCheckpointRead(e, args, *out, true) }
-				},
-			},
-			{
-				name: "verify", usage: "PATH",
-				short: "check a state file's checksums and version without printing its contents",
-				flags: func(fs *flag.FlagSet) func(*env, []string) error {
-					out := outputFlag(fs)
-					return func(e *env, args []string) error { return runCheckpointRead(e, args, *out, false) }
-				},
-			},
-			{
-				name: "migrate", usage: "PATH",
-				short: "upgrade a dranode claim record to the current format version, keeping a backup",
-				long: `PATH is a claim record journal directory (or a file in it). The directory is
+by a newer format version makes the command fail. Anything but a regular file
+or a directory (a device, a FIFO) is refused without being opened.`,
+		Args: exactArgs("PATH"),
+	}
+	inspectOut := outputFlag(inspect)
+	inspect.RunE = func(c *cobra.Command, args []string) error {
+		return runCheckpointRead(c.Context(), c.OutOrStdout(), args[0], *inspectOut, true)
+	}
+
+	verify := &cobra.Command{
+		Use:   "verify PATH",
+		Short: "check a state file's checksums and version without printing its contents",
+		Args:  exactArgs("PATH"),
+	}
+	verifyOut := outputFlag(verify)
+	verify.RunE = func(c *cobra.Command, args []string) error {
+		return runCheckpointRead(c.Context(), c.OutOrStdout(), args[0], *verifyOut, false)
+	}
+
+	migrate := &cobra.Command{
+		Use:   "migrate PATH",
+		Short: "upgrade a dranode claim record to the current format version, keeping a backup",
+		Long: `PATH is a claim record journal directory (or a file in it). The directory is
 first copied, durably, to PATH.bak-<UTC timestamp>; then the record is opened
 with the current code, which rewrites older versions. A corrupt record or one of
 a newer version is refused and left untouched.`,
-				flags: func(fs *flag.FlagSet) func(*env, []string) error {
-					out := outputFlag(fs)
-					return func(e *env, args []string) error { return runCheckpointMigrate(e, args, *out) }
-				},
-			},
-		},
+		Args: exactArgs("PATH"),
 	}
+	migrateOut := outputFlag(migrate)
+	migrate.RunE = func(c *cobra.Command, args []string) error {
+		return runCheckpointMigrate(c.Context(), c.OutOrStdout(), args[0], *migrateOut)
+	}
+
+	return group(&cobra.Command{
+		Use:   "checkpoint",
+		Short: "inspect, verify and migrate state files (dranode's, the kubelet's)",
+	}, inspect, verify, migrate)
 }
 
-func runCheckpointRead(e *env, args []string, format string, contents bool) error {
-	if err := exactArgs(args, "PATH"); err != nil {
-		return err
+func runCheckpointRead(ctx context.Context, stdout io.Writer, path string, format outputFormat, contents bool) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if err := checkFormat(format); err != nil {
-		return err
+	rep := &checkpointReport{Path: path, Checksum: "ok", contents: contents}
+	var body *dranodeBody
+	if st.IsDir() {
+		err = readJournalReport(ctx, rep, path)
+	} else {
+		f, oerr := openCheckpointFile(path)
+		if oerr != nil {
+			return fmt.Errorf("checkpoint: %w", oerr)
+		}
+		defer f.Close()
+		body, err = recognise(ctx, rep, path, f, f.Size())
 	}
-	rep, err := readCheckpoint(args[0])
-	if rep != nil {
-		rep.contents = contents
-		if !contents {
-			rep.Dranode, rep.Journal, rep.DRAManager, rep.DeviceManager = nil, nil, nil, nil
-		}
-		if err != nil {
-			rep.Checksum = "FAILED"
-		}
-		if perr := render(e.stdout, format, rep); perr != nil && err == nil {
-			err = perr
-		}
+	if rep.Format == "" {
+		return err // not recognised: nothing to print
+	}
+	if err != nil {
+		rep.Checksum = "FAILED"
+	}
+	if !contents {
+		body, rep.Journal, rep.DRAManager, rep.DeviceManager = nil, nil, nil, nil
+	}
+	if perr := renderCheckpoint(ctx, stdout, format, rep, body); perr != nil && err == nil {
+		err = perr
 	}
 	return err
 }
 
-// readCheckpoint recognises and verifies path. It returns a report whenever it
-// recognised the format, together with the error that makes the file unusable.
-func readCheckpoint(path string) (*checkpointReport, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
+// openCheckpointFile opens a state file that is not a directory, refusing
+// before opening it anything but a regular file: a device such as /dev/zero
+// would never end, a FIFO without a writer would block.
+func openCheckpointFile(path string) (*regularfile.File, error) {
+	f, err := regularfile.Open(path)
+	var nr *regularfile.NotRegularError
+	if errors.As(err, &nr) {
+		nr.Want = "a regular file or a directory"
 	}
-	rep := &checkpointReport{Path: path, Checksum: "ok"}
-	if st.IsDir() {
-		return rep, readJournalReport(rep, path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	return recognise(rep, path, data)
+	return f, err
 }
 
-// recognise tells the format of one file's bytes and verifies them; path only
+// recognise tells the format of the file of size bytes in r and verifies it,
+// filling rep (whose Format stays empty when the format is not one
+// dranodectl knows). A dranode file is read as a stream and comes back as
+// the body inspect prints its records from; kubelet checkpoints, which
+// cannot be streamed, are read whole up to maxKubeletCheckpointBytes. path
 // names the file in the report and errors.
-func recognise(rep *checkpointReport, path string, data []byte) (*checkpointReport, error) {
-	p, perr := ckptfmt.Parse(data)
+func recognise(ctx context.Context, rep *checkpointReport, path string, r io.ReaderAt, size int64) (*dranodeBody, error) {
+	body := &dranodeBody{r: r, size: size}
+	sum, err := ckptfmt.Scan(ctx, r, size, body.measure)
 	switch {
-	case errors.Is(perr, ckptfmt.ErrNotDranode):
-		return readKubelet(rep, path, data)
-	case perr != nil:
-		rep.Format = fmtDranodeFile
-		rep.Dranode = p
-		if p != nil && p.Header.Kind != "" {
-			rep.Kind, rep.Version = p.Header.Kind, fmt.Sprint(p.Header.Version)
-		}
-		return rep, fmt.Errorf("%s: %w", path, &checkpoint.CorruptError{Path: path, Reason: "dranode file", Err: perr})
+	case errors.Is(err, ckptfmt.ErrNotDranode):
+		return nil, readKubelet(rep, path, r, size)
+	case sum == nil:
+		return nil, err
 	}
-	rep.Format, rep.Dranode = fmtDranodeFile, p
-	rep.Kind, rep.Version = p.Header.Kind, fmt.Sprint(p.Header.Version)
-	if p.TornTail != nil {
-		rep.Note = fmt.Sprintf("torn last append at byte %d (a crash cut it short; readers ignore it)", p.TornTail.Offset)
+	body.sum = sum
+	rep.Format = fmtDranodeFile
+	if sum.Header.Kind != "" {
+		rep.Kind, rep.Version = sum.Header.Kind, fmt.Sprint(sum.Header.Version)
 	}
-	return rep, checkVersion(rep, path, []int{p.Header.Version})
+	if err != nil {
+		return body, corruptError(path, err)
+	}
+	if sum.TornTail != nil {
+		rep.Note = fmt.Sprintf("torn last append at byte %d (a crash cut it short; readers ignore it)", sum.TornTail.Offset)
+	}
+	return body, checkVersion(rep, path, []int{sum.Header.Version})
 }
 
-func readJournalReport(rep *checkpointReport, dir string) error {
-	j, err := ckptfmt.ReadJournal(dir)
+// corruptError turns what ckptfmt found wrong in path into the
+// *checkpoint.CorruptError every dranode reader reports, naming the file
+// (the journal's file, for a directory) and the offset. Other errors (I/O,
+// the context ending) are only given the path.
+func corruptError(path string, err error) error {
+	var ce *ckptfmt.CorruptError
+	if !errors.As(err, &ce) {
+		if strings.Contains(err.Error(), path) {
+			return err
+		}
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var fe *ckptfmt.FileError
+	if errors.As(err, &fe) {
+		path = filepath.Join(path, fe.File)
+	}
+	return &checkpoint.CorruptError{Path: path, Offset: ce.Offset, Reason: ce.Reason}
+}
+
+func readJournalReport(ctx context.Context, rep *checkpointReport, dir string) error {
+	j, err := ckptfmt.ReadJournal(ctx, dir)
 	rep.Format, rep.Journal = fmtDranodeJournal, j
 	if j != nil && j.Kind != "" {
 		rep.Kind = j.Kind
 		rep.Version = joinInts(j.Versions)
 	}
 	if err != nil {
-		if errors.Is(err, ckptfmt.ErrCorrupt) {
-			return fmt.Errorf("%s: %w", dir, &checkpoint.CorruptError{Path: dir, Reason: "journal", Err: err})
-		}
-		return fmt.Errorf("%s: %w", dir, err)
+		return corruptError(dir, err)
 	}
 	if n := len(j.Files); n > 0 {
-		if tt := j.Files[n-1].Parsed.TornTail; tt != nil {
+		if tt := j.Files[n-1].TornTail; tt != nil {
 			rep.Note = fmt.Sprintf("%s: torn last append at byte %d (a crash cut it short; readers ignore it)", j.Files[n-1].Name, tt.Offset)
 		}
 	}
@@ -197,55 +243,34 @@ func checkVersion(rep *checkpointReport, path string, versions []int) error {
 	rep.Supported = supported
 	for _, v := range versions {
 		if v > supported {
-			return fmt.Errorf("%s: %w", path, &checkpoint.NewerVersionError{Path: path, Kind: rep.Kind, Version: v, Supported: supported})
+			return &checkpoint.NewerVersionError{Path: path, Kind: rep.Kind, Version: v, Supported: supported}
 		}
 	}
 	return nil
 }
 
-var claimcacheVersion = sync.OnceValues(probeClaimcacheVersion)
-
 // supportedVersion returns the newest format version dranodectl reads for a
-// kind. For the claim record it asks claimcache itself, so the tool can never
-// disagree with the agent it is built with.
+// kind: for the claim record, the one the claimcache module it is built with
+// writes, so that the tool never disagrees with the agent.
 func supportedVersion(kind string) (int, bool) {
 	if kind != claimcacheKind {
 		return 0, false
 	}
-	v, err := claimcacheVersion()
-	return v, err == nil
+	return claimcache.FormatVersion, true
 }
 
-// probeClaimcacheVersion records one claim in a scratch directory and reads
-// the version claimcache wrote.
-func probeClaimcacheVersion() (int, error) {
-	dir, err := os.MkdirTemp("", "dranodectl-probe-")
-	if err != nil {
-		return 0, err
+// readKubelet reads a kubelet checkpoint whole (the kubelet's formats are
+// single JSON documents) and tells the DRA manager's from the device
+// manager's.
+func readKubelet(rep *checkpointReport, path string, r io.ReaderAt, size int64) error {
+	if size > maxKubeletCheckpointBytes {
+		return fmt.Errorf("%s: %w: neither a dranode file (no DRN magic) nor a kubelet checkpoint: %w", path, kubeletcompat.ErrUnknownFormat,
+			&regularfile.TooLargeError{Path: path, Size: size, Limit: maxKubeletCheckpointBytes, What: "kubelet checkpoint"})
 	}
-	defer os.RemoveAll(dir)
-	c, _, err := claimcache.Open(filepath.Join(dir, "record"), "probe")
-	if err != nil {
-		return 0, err
+	data := make([]byte, size)
+	if _, err := io.ReadFull(io.NewSectionReader(r, 0, size), data); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
 	}
-	_, err = c.StartPrepare(claimcache.ClaimRef{Namespace: "probe", Name: "probe", UID: "probe"}, "")
-	if cerr := c.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return 0, err
-	}
-	j, err := ckptfmt.ReadJournal(filepath.Join(dir, "record"))
-	if err != nil {
-		return 0, err
-	}
-	if len(j.Versions) != 1 {
-		return 0, fmt.Errorf("claimcache wrote versions %v", j.Versions)
-	}
-	return j.Versions[0], nil
-}
-
-func readKubelet(rep *checkpointReport, path string, data []byte) (*checkpointReport, error) {
 	var probe struct {
 		Data json.RawMessage
 	}
@@ -258,7 +283,7 @@ func readKubelet(rep *checkpointReport, path string, data []byte) (*checkpointRe
 			probe.Data = json.RawMessage(`""`)
 		}
 	} else if err != nil || len(probe.Data) == 0 {
-		return nil, fmt.Errorf("%s: %w: neither a dranode file (no DRN magic) nor a kubelet checkpoint (no JSON object with Data)", path, kubeletcompat.ErrUnknownFormat)
+		return fmt.Errorf("%s: %w: neither a dranode file (no DRN magic) nor a kubelet checkpoint (no JSON object with Data)", path, kubeletcompat.ErrUnknownFormat)
 	}
 	// The DRA manager stores its data as a JSON string, the device manager
 	// as an object: that tells the two apart before any checksum is checked.
@@ -266,20 +291,36 @@ func readKubelet(rep *checkpointReport, path string, data []byte) (*checkpointRe
 		rep.Format = fmtDRAManager
 		st, err := kubeletcompat.DecodeDRAManagerState(data)
 		if err != nil {
-			return rep, fmt.Errorf("%s: %w", path, err)
+			return namePath(err, path)
 		}
 		rep.Kind, rep.Version = kubeletcompat.DRACheckpointKind, kubeletcompat.DRACheckpointAPIVersion
 		rep.DRAManager = &st
-		return rep, nil
+		return nil
 	}
 	rep.Format = fmtDeviceManager
 	cp, err := kubeletcompat.DecodeDeviceManagerCheckpoint(data)
 	if err != nil {
-		return rep, fmt.Errorf("%s: %w", path, err)
+		return namePath(err, path)
 	}
 	rep.Version = cp.Format.String()
 	rep.DeviceManager = &cp
-	return rep, nil
+	return nil
+}
+
+// namePath puts path into the errors kubeletcompat's Decode functions
+// return for bytes, which name no file ("corrupt  at offset 0").
+func namePath(err error, path string) error {
+	var ce *checkpoint.CorruptError
+	var ue *kubeletcompat.UnknownFormatError
+	switch {
+	case errors.As(err, &ce) && ce.Path == "":
+		ce.Path = path
+	case errors.As(err, &ue) && ue.Path == "":
+		ue.Path = path
+	default:
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return err
 }
 
 func joinInts(v []int) string {
@@ -310,14 +351,11 @@ func (r *checkpointReport) table(w *tabwriter.Writer) {
 		return
 	}
 	switch {
-	case r.Dranode != nil:
-		fmt.Fprintln(w)
-		tableParsed(w, "", r.Dranode)
 	case r.Journal != nil:
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "FILE\tGENERATION\tVERSION\tRECORDS")
 		for _, f := range r.Journal.Files {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", f.Name, f.Generation, f.Parsed.Header.Version, len(f.Parsed.Records))
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", f.Name, f.Generation, f.Header.Version, f.RecordCount)
 		}
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "KEY\tVALUE")
@@ -375,18 +413,6 @@ func (r *checkpointReport) table(w *tabwriter.Writer) {
 	}
 }
 
-func tableParsed(w io.Writer, prefix string, p *ckptfmt.Parsed) {
-	fmt.Fprintf(w, "%sTYPE\t%s\n", prefix, p.Type)
-	for _, r := range p.Records {
-		if r.Document != nil {
-			fmt.Fprintf(w, "DOCUMENT\t%s\n", r.Document)
-		}
-		for _, c := range r.Changes {
-			fmt.Fprintf(w, "@%d %s\t%s %s\n", r.Offset, c.Op, c.Key, c.Value)
-		}
-	}
-}
-
 // migrateReport is what migrate prints.
 type migrateReport struct {
 	Path        string `json:"path"`
@@ -407,14 +433,8 @@ func (r *migrateReport) table(w *tabwriter.Writer) {
 	fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%t\t%d\t%s\n", r.Path, r.Kind, r.FromVersion, r.ToVersion, r.Changed, r.Claims, backup)
 }
 
-func runCheckpointMigrate(e *env, args []string, format string) error {
-	if err := exactArgs(args, "PATH"); err != nil {
-		return err
-	}
-	if err := checkFormat(format); err != nil {
-		return err
-	}
-	dir := args[0]
+func runCheckpointMigrate(ctx context.Context, stdout io.Writer, path string, format outputFormat) error {
+	dir := path
 	st, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("checkpoint migrate: %w", err)
@@ -423,10 +443,10 @@ func runCheckpointMigrate(e *env, args []string, format string) error {
 		dir = filepath.Dir(dir)
 	}
 	if !ckptfmt.IsJournalDir(dir) {
-		return fmt.Errorf("checkpoint migrate %s: %w: only dranode claim records (journal directories) have migrations", args[0], ErrNotMigratable)
+		return fmt.Errorf("checkpoint migrate %s: %w: only dranode claim records (journal directories) have migrations", path, ErrNotMigratable)
 	}
 	rep := &checkpointReport{Path: dir}
-	if err := readJournalReport(rep, dir); err != nil {
+	if err := readJournalReport(ctx, rep, dir); err != nil {
 		return fmt.Errorf("checkpoint migrate refused, nothing changed: %w", err)
 	}
 	if rep.Kind != claimcacheKind {
@@ -434,21 +454,23 @@ func runCheckpointMigrate(e *env, args []string, format string) error {
 	}
 	out := &migrateReport{Path: dir, Kind: rep.Kind, FromVersion: rep.Version, ToVersion: rep.Supported, Claims: len(rep.Journal.State)}
 	if len(rep.Journal.Versions) == 1 && rep.Journal.Versions[0] == rep.Supported {
-		return render(e.stdout, format, out) // already current: no backup, nothing written
+		return render(stdout, format, out) // already current: no backup, nothing written
 	}
 	release, err := holdJournalLock(filepath.Join(dir, "lock"))
 	if err != nil {
 		return fmt.Errorf("checkpoint migrate refused, nothing changed: %w", err)
 	}
 	backup := fmt.Sprintf("%s.bak-%s", filepath.Clean(dir), time.Now().UTC().Format("20060102T150405.000000000Z"))
-	err = copyDirDurably(dir, backup)
+	err = copyDirDurably(ctx, dir, backup)
 	// claimcache.Open takes the lock itself; a writer that starts in
 	// between makes it fail with ErrLocked, and the record stays as it was.
 	release()
 	if err != nil {
-		return fmt.Errorf("checkpoint migrate: backup: %w", err)
+		return fmt.Errorf("checkpoint migrate: backup (the record is untouched): %w", err)
 	}
 	out.Backup = backup
+	// From here on the migration runs to its end: claimcache.Open is one
+	// crash-safe rewrite, and stopping halfway would gain nothing.
 	bootID, err := claimcache.ReadBootID()
 	if err != nil {
 		// The boot only decides staleness at runtime; migration rewrites
@@ -464,20 +486,21 @@ func runCheckpointMigrate(e *env, args []string, format string) error {
 		return fmt.Errorf("checkpoint migrate: close (backup kept at %s): %w", backup, err)
 	}
 	after := &checkpointReport{Path: dir}
-	if err := readJournalReport(after, dir); err != nil {
+	if err := readJournalReport(context.WithoutCancel(ctx), after, dir); err != nil {
 		return fmt.Errorf("checkpoint migrate: re-reading the migrated record (backup kept at %s): %w", backup, err)
 	}
 	if len(after.Journal.Versions) != 1 || after.Journal.Versions[0] != rep.Supported {
 		return fmt.Errorf("checkpoint migrate: record still holds versions %v after migration (backup kept at %s)", after.Journal.Versions, backup)
 	}
 	out.Changed, out.Claims = true, n
-	return render(e.stdout, format, out)
+	return render(stdout, format, out)
 }
 
 // copyDirDurably copies the regular files of src (not the lock file) into the
-// new directory dst, syncing every file and dst itself, so that the backup
-// exists on disk before the original is touched.
-func copyDirDurably(src, dst string) error {
+// new directory dst, each written durably, and syncs dst's parent, so that
+// the backup exists on disk before the original is touched. It stops, the
+// original untouched, when ctx ends.
+func copyDirDurably(ctx context.Context, src, dst string) error {
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		return err
 	}
@@ -489,44 +512,16 @@ func copyDirDurably(src, dst string) error {
 		if !en.Type().IsRegular() || en.Name() == "lock" {
 			continue
 		}
-		if err := copyFileSynced(filepath.Join(src, en.Name()), filepath.Join(dst, en.Name())); err != nil {
+		if err := context.Cause(ctx); err != nil {
+			return err
+		}
+		data, err := regularfile.ReadAll(filepath.Join(src, en.Name()), maxMigrateFileBytes, "journal file")
+		if err != nil {
+			return err
+		}
+		if err := durable.WriteFile(filepath.Join(dst, en.Name()), data, 0o600); err != nil {
 			return err
 		}
 	}
-	for _, d := range []string{dst, filepath.Dir(dst)} {
-		if err := syncDir(d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func copyFileSynced(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.SyncDir(filepath.Dir(dst))
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"hash/crc32"
@@ -268,7 +269,7 @@ func TestCheckpointMigrate(t *testing.T) {
 	if got := treeBytes(t, rep.Backup); !maps.Equal(got, before) {
 		t.Errorf("backup differs from the original record")
 	}
-	j, err := ckptfmt.ReadJournal(dir)
+	j, err := ckptfmt.ReadJournal(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func TestCheckpointMigrate(t *testing.T) {
 	}
 	c.Close()
 	// The backup is still the old format, readable by the code that wrote it.
-	if bj, err := ckptfmt.ReadJournal(rep.Backup); err != nil || bj.Versions[0] != 0 {
+	if bj, err := ckptfmt.ReadJournal(context.Background(), rep.Backup); err != nil || bj.Versions[0] != 0 {
 		t.Errorf("backup: versions %v, err %v", bj.Versions, err)
 	}
 

@@ -3,13 +3,15 @@ package cli
 import (
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // Every command and group answers --help on stdout with status 0, and every
 // leaf documents -o when it prints data.
 func TestHelpEverywhere(t *testing.T) {
-	var walk func(c *command, path []string)
-	walk = func(c *command, path []string) {
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
 		args := append(append([]string{}, path...), "--help")
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			r := dranodectl(t, args...)
@@ -17,15 +19,17 @@ func TestHelpEverywhere(t *testing.T) {
 			if !strings.Contains(r.stdout, "Usage:") || r.stderr != "" {
 				t.Errorf("help:\n%s\nstderr: %s", r.stdout, r.stderr)
 			}
-			if c.flags != nil && !strings.Contains(r.stdout, "  -o string") {
+			if !c.HasSubCommands() && !strings.Contains(r.stdout, "-o, --output string") {
 				t.Errorf("%s has no -o flag:\n%s", strings.Join(path, " "), r.stdout)
 			}
 		})
-		for _, ch := range c.children {
-			walk(ch, append(append([]string{}, path...), ch.name))
+		for _, ch := range c.Commands() {
+			if ch.Name() != "help" {
+				walk(ch, append(append([]string{}, path...), ch.Name()))
+			}
 		}
 	}
-	walk(root(), nil)
+	walk(newRoot(), nil)
 }
 
 func TestCommandLineErrors(t *testing.T) {
@@ -39,7 +43,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"checkpoint"}, 2, "checkpoint: missing subcommand"},
 		{[]string{"checkpoint", "inspect"}, 2, "missing argument PATH"},
 		{[]string{"checkpoint", "inspect", "a", "b"}, 2, `unexpected argument "b"`},
-		{[]string{"checkpoint", "inspect", "a", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"checkpoint", "inspect", "a", "--bogus"}, 2, "unknown flag: --bogus"},
+		{[]string{"checkpoint", "frobnicate"}, 2, `unknown subcommand "frobnicate"`},
 		{[]string{"checkpoint", "verify", "/nonexistent/file"}, 1, "no such file"},
 		{[]string{"cdi", "parse", "a/b=c", "-o", "xml"}, 2, "want table, json or yaml"},
 	}

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -30,9 +32,10 @@ func FuzzRecognise(f *testing.F) {
 	f.Add([]byte(`{"Data":"{}","Checksum":0}`))
 	f.Add([]byte(`{"Data":{"PodDeviceEntries":[{}]},"Checksum":0}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rep, err := recognise(&checkpointReport{Path: "fuzz"}, filepath.Join("dir", "fuzz"), data)
+		rep := &checkpointReport{Path: "fuzz"}
+		_, err := recognise(context.Background(), rep, filepath.Join("dir", "fuzz"), bytes.NewReader(data), int64(len(data)))
 		if err == nil {
-			if rep == nil || rep.Format == "" {
+			if rep.Format == "" {
 				t.Fatalf("accepted without a format: %+v", rep)
 			}
 			return

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	drav1 "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -43,6 +43,8 @@ func (l *claimList) String() string {
 	}
 	return strings.Join(s, ",")
 }
+
+func (l *claimList) Type() string { return "NAMESPACE/NAME/UID" }
 
 func (l *claimList) Set(v string) error {
 	parts := strings.Split(v, "/")
@@ -100,65 +102,58 @@ func (r *kubeletReport) table(w *tabwriter.Writer) {
 	}
 }
 
-func kubeletCommand() *command {
-	leaf := func(op string) *command {
-		return &command{
-			name:  op,
-			usage: "--driver NAME --claim NAMESPACE/NAME/UID [--claim ...] [--registry-dir DIR]",
-			short: fmt.Sprintf("play the kubelet: call the driver's Node%sResources for claims", strings.ToUpper(op[:1])+op[1:]),
-			long: `Finds the driver's registration socket in --registry-dir (<driver>-reg.sock, or
+func kubeletCommand() *cobra.Command {
+	leaf := func(op string) *cobra.Command {
+		c := &cobra.Command{
+			Use:   op + " --driver NAME --claim NAMESPACE/NAME/UID [--claim ...] [--registry-dir DIR]",
+			Short: fmt.Sprintf("play the kubelet: call the driver's Node%sResources for claims", strings.ToUpper(op[:1])+op[1:]),
+			Long: `Finds the driver's registration socket in --registry-dir (<driver>-reg.sock, or
 any socket whose GetInfo names the driver as a DRAPlugin), calls GetInfo and
 NotifyRegistrationStatus as the kubelet does, connects to the DRA endpoint the
 driver announced and calls the DRA v1 service for every --claim.`,
-			flags: func(fs *flag.FlagSet) func(*env, []string) error {
-				out := outputFlag(fs)
-				registry := fs.String("registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
-				driver := fs.String("driver", "", "DRA driver name (required)")
-				var claims claimList
-				fs.Var(&claims, "claim", "NAMESPACE/NAME/UID of a claim; repeat for several (required)")
-				timeout := fs.Duration("timeout", 30*time.Second, "bound on the whole exchange")
-				notify := fs.Bool("notify-registration", true, "tell the driver it is registered, as the kubelet does after GetInfo")
-				return func(e *env, args []string) error {
-					if err := exactArgs(args); err != nil {
-						return err
-					}
-					if *driver == "" {
-						return usagef("--driver is required")
-					}
-					if len(claims) == 0 {
-						return usagef("at least one --claim NAMESPACE/NAME/UID is required")
-					}
-					if err := checkFormat(*out); err != nil {
-						return err
-					}
-					ctx, cancel := context.WithTimeout(e.ctx, *timeout)
-					defer cancel()
-					rep, err := kubeletCall(ctx, op, *registry, *driver, claims, *notify)
-					if err != nil {
-						return fmt.Errorf("kubelet %s: %w", op, err)
-					}
-					if err := render(e.stdout, *out, rep); err != nil {
-						return err
-					}
-					var failed []string
-					for _, c := range rep.Claims {
-						if c.Error != "" {
-							failed = append(failed, c.Claim.Namespace+"/"+c.Claim.Name)
-						}
-					}
-					if len(failed) > 0 {
-						return fmt.Errorf("kubelet %s: %s: %w", op, strings.Join(failed, ", "), ErrClaimFailed)
-					}
-					return nil
-				}
-			},
+			Args: exactArgs(),
 		}
+		out := outputFlag(c)
+		fs := c.Flags()
+		registry := fs.String("registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
+		driver := fs.String("driver", "", "DRA driver name (required)")
+		var claims claimList
+		fs.Var(&claims, "claim", "NAMESPACE/NAME/UID of a claim; repeat for several (required)")
+		timeout := fs.Duration("timeout", 30*time.Second, "bound on the whole exchange")
+		notify := fs.Bool("notify-registration", true, "tell the driver it is registered, as the kubelet does after GetInfo")
+		c.RunE = func(c *cobra.Command, _ []string) error {
+			if *driver == "" {
+				return usagef("--driver is required")
+			}
+			if len(claims) == 0 {
+				return usagef("at least one --claim NAMESPACE/NAME/UID is required")
+			}
+			ctx, cancel := context.WithTimeout(c.Context(), *timeout)
+			defer cancel()
+			rep, err := kubeletCall(ctx, op, *registry, *driver, claims, *notify)
+			if err != nil {
+				return fmt.Errorf("kubelet %s: %w", op, err)
+			}
+			if err := render(c.OutOrStdout(), *out, rep); err != nil {
+				return err
+			}
+			var failed []string
+			for _, c := range rep.Claims {
+				if c.Error != "" {
+					failed = append(failed, c.Claim.Namespace+"/"+c.Claim.Name)
+				}
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("kubelet %s: %s: %w", op, strings.Join(failed, ", "), ErrClaimFailed)
+			}
+			return nil
+		}
+		return c
 	}
-	return &command{
-		name:     "kubelet",
-		short:    "play the kubelet's side of DRA against a running driver",
-		children: []*command{leaf("prepare"), leaf("unprepare")},
-	}
+	return group(&cobra.Command{
+		Use:   "kubelet",
+		Short: "play the kubelet's side of DRA against a running driver",
+	}, leaf("prepare"), leaf("unprepare"))
 }
 
 // dialUnix connects to a Unix socket. The path is made absolute first: in a

@@ -2,11 +2,11 @@ package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 )
 
@@ -17,21 +17,28 @@ const (
 	formatYAML  = "yaml"
 )
 
-// outputFlag registers -o/--output on fs.
-func outputFlag(fs *flag.FlagSet) *string {
-	o := new(string)
-	*o = formatTable
-	fs.StringVar(o, "o", formatTable, "output format: table, json or yaml")
-	fs.StringVar(o, "output", formatTable, "same as -o")
-	return o
-}
+// outputFormat is the value of -o/--output; a value other than the three
+// formats is refused when the flag is parsed, as a usage error.
+type outputFormat string
 
-func checkFormat(format string) error {
-	switch format {
+func (f *outputFormat) String() string { return string(*f) }
+func (f *outputFormat) Type() string   { return "string" }
+
+func (f *outputFormat) Set(v string) error {
+	switch v {
 	case formatTable, formatJSON, formatYAML:
+		*f = outputFormat(v)
 		return nil
 	}
-	return usagef("-o %q: want table, json or yaml", format)
+	return fmt.Errorf("-o %q: want table, json or yaml", v)
+}
+
+// outputFlag registers -o/--output on c.
+func outputFlag(c *cobra.Command) *outputFormat {
+	o := new(outputFormat)
+	*o = formatTable
+	c.Flags().VarP(o, "output", "o", "output format: table, json or yaml")
+	return o
 }
 
 // tabler is a result that knows its human form.
@@ -41,7 +48,7 @@ type tabler interface {
 
 // render writes v in the chosen format: json and yaml from v's JSON encoding,
 // table from v.table.
-func render(w io.Writer, format string, v tabler) error {
+func render(w io.Writer, format outputFormat, v tabler) error {
 	switch format {
 	case formatJSON:
 		b, err := json.MarshalIndent(v, "", "  ")
@@ -58,8 +65,10 @@ func render(w io.Writer, format string, v tabler) error {
 		_, err = w.Write(b)
 		return err
 	default:
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := newTabWriter(w)
 		v.table(tw)
 		return tw.Flush()
 	}
 }
+
+func newTabWriter(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }

@@ -1,24 +1,26 @@
 package cli
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"text/tabwriter"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/pluginmgr/conformance"
-	"github.com/hashicorp/go-hclog"
-	"sigs.k8s.io/yaml"
+	"github.com/dranode/dranode/tools/internal/regularfile"
 )
 
 // ErrNotConformant: the plugin failed at least one conformance check.
@@ -71,40 +73,35 @@ func (r *pluginReport) table(w *tabwriter.Writer) {
 	fmt.Fprintf(w, "\nVERDICT\t%s\n", verdict)
 }
 
-func pluginCommand() *command {
-	return &command{
-		name:  "plugin",
-		short: "exercise a driver plugin binary",
-		children: []*command{{
-			name: "check", usage: "BINARY",
-			short: "run the conformance kit against a driver plugin binary and print what passed and what failed",
-			long: `Starts BINARY as the agent would (go-plugin handshake, Configure with the
+// maxPluginConfigBytes bounds the --config file plugin check reads whole:
+// an agent configuration or a driver's section of it.
+const maxPluginConfigBytes = 16 << 20
+
+func pluginCommand() *cobra.Command {
+	check := &cobra.Command{
+		Use:   "check BINARY",
+		Short: "run the conformance kit against a driver plugin binary and print what passed and what failed",
+		Long: `Starts BINARY as the agent would (go-plugin handshake, Configure with the
 driver's config section, Info), waits for its first inventory, then prepares and
 unprepares a claim on its first device. --config is the driver's config section
 (JSON or YAML), or an agent configuration (plugins.drivers, or a plugins list),
 whose entry for this binary (by path or name; the only one if there is one) is
 used.`,
-			flags: func(fs *flag.FlagSet) func(*env, []string) error {
-				out := outputFlag(fs)
-				config := fs.String("config", "", "driver config section or agent config file (JSON or YAML)")
-				node := fs.String("node", "dranodectl-check", "node name handed to Configure")
-				timeout := fs.Duration("timeout", 30*time.Second, "bound on each call and on the wait for the first inventory")
-				verbose := fs.Bool("v", false, "show the plugin's log on stderr")
-				return func(e *env, args []string) error {
-					if err := exactArgs(args, "BINARY"); err != nil {
-						return err
-					}
-					return runPluginCheck(e, args[0], *config, *node, *timeout, *verbose, *out)
-				}
-			},
-		}},
+		Args: exactArgs("BINARY"),
 	}
+	out := outputFlag(check)
+	fs := check.Flags()
+	config := fs.String("config", "", "driver config section or agent config file (JSON or YAML)")
+	node := fs.String("node", "dranodectl-check", "node name handed to Configure")
+	timeout := fs.Duration("timeout", 30*time.Second, "bound on each call and on the wait for the first inventory")
+	verbose := fs.BoolP("verbose", "v", false, "show the plugin's log on stderr")
+	check.RunE = func(c *cobra.Command, args []string) error {
+		return runPluginCheck(c, args[0], *config, *node, *timeout, *verbose, *out)
+	}
+	return group(&cobra.Command{Use: "plugin", Short: "exercise a driver plugin binary"}, check)
 }
 
-func runPluginCheck(e *env, binary, configPath, node string, timeout time.Duration, verbose bool, format string) error {
-	if err := checkFormat(format); err != nil {
-		return err
-	}
+func runPluginCheck(c *cobra.Command, binary, configPath, node string, timeout time.Duration, verbose bool, format outputFormat) error {
 	abs, err := filepath.Abs(binary)
 	if err != nil {
 		return fmt.Errorf("plugin check: %w", err)
@@ -122,18 +119,22 @@ func runPluginCheck(e *env, binary, configPath, node string, timeout time.Durati
 	}
 	logOut := io.Discard
 	if verbose {
-		logOut = e.stderr
+		logOut = c.ErrOrStderr()
 	}
+	ctx := c.Context()
 	logger := hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: logOut, Level: hclog.Info})
-	p, err := pluginmgr.Launch(pluginmgr.PluginConfig{Path: abs, SHA256: sum, Args: args, Config: cfg},
+	p, err := pluginmgr.Launch(ctx, pluginmgr.PluginConfig{Path: abs, SHA256: sum, Args: args, Config: cfg},
 		pluginmgr.Options{NodeName: node, Logger: logger, StartTimeout: timeout, CallTimeout: timeout})
 	if err != nil {
 		return fmt.Errorf("plugin check: start %s: %w", binary, err)
 	}
 	defer p.Close()
 
-	rec := newRecorder(e.ctx, "plugin check "+filepath.Base(abs))
+	rec := newRecorder(ctx, "plugin check "+filepath.Base(abs))
 	rec.run(func(t testing.TB) { conformance.Run(t, p, conformance.Options{Timeout: timeout}) })
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("plugin check %s: %w", binary, context.Cause(ctx))
+	}
 
 	info := p.Info()
 	inv, _ := p.Inventory()
@@ -142,7 +143,7 @@ func runPluginCheck(e *env, binary, configPath, node string, timeout time.Durati
 		rep.Devices += len(pool.Devices)
 	}
 	rep.Checks, rep.Passed = classify(rec)
-	if err := render(e.stdout, format, rep); err != nil {
+	if err := render(c.OutOrStdout(), format, rep); err != nil {
 		return err
 	}
 	if !rep.Passed {
@@ -194,13 +195,13 @@ func classify(rec *recorder) ([]checkResult, bool) {
 }
 
 func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := regularfile.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, f.Reader()); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
@@ -209,7 +210,7 @@ func fileSHA256(path string) (string, error) {
 // loadPluginConfig reads a driver config section, or picks the section for
 // binary out of an agent configuration's "plugins" list.
 func loadPluginConfig(path, binary string) (json.RawMessage, []string, error) {
-	data, err := os.ReadFile(path)
+	data, err := regularfile.ReadAll(path, maxPluginConfigBytes, "plugin configuration")
 	if err != nil {
 		return nil, nil, err
 	}

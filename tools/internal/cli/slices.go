@@ -1,11 +1,13 @@
 package cli
 
 import (
-	"flag"
+	"context"
 	"fmt"
+	"io"
 	"sort"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -44,37 +46,32 @@ func (r *slicesReport) table(w *tabwriter.Writer) {
 	}
 }
 
-func slicesCommand() *command {
-	return &command{
-		name: "slices", usage: "--node NODE [--kubeconfig FILE] [--driver NAME]",
-		short: "the ResourceSlices of a node, per driver and pool, with generation and device count",
-		long: `Lists the ResourceSlices whose spec.nodeName is --node and sums them per driver
+func slicesCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "slices --node NODE [--kubeconfig FILE] [--driver NAME]",
+		Short: "the ResourceSlices of a node, per driver and pool, with generation and device count",
+		Long: `Lists the ResourceSlices whose spec.nodeName is --node and sums them per driver
 and pool: the pool's newest generation, how many slices of it exist against how
 many the pool announces, and their devices. Slices of older generations are
 counted as stale (a publisher removes them once the new generation is
 complete).`,
-		flags: func(fs *flag.FlagSet) func(*env, []string) error {
-			out := outputFlag(fs)
-			kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-			node := fs.String("node", "", "node name (required)")
-			driver := fs.String("driver", "", "only this driver's slices")
-			return func(e *env, args []string) error {
-				if err := exactArgs(args); err != nil {
-					return err
-				}
-				if *node == "" {
-					return usagef("--node is required")
-				}
-				if err := checkFormat(*out); err != nil {
-					return err
-				}
-				return runSlices(e, *kubeconfig, *node, *driver, *out)
-			}
-		},
+		Args: exactArgs(),
 	}
+	out := outputFlag(c)
+	fs := c.Flags()
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	node := fs.String("node", "", "node name (required)")
+	driver := fs.String("driver", "", "only this driver's slices")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		if *node == "" {
+			return usagef("--node is required")
+		}
+		return runSlices(c.Context(), c.OutOrStdout(), *kubeconfig, *node, *driver, *out)
+	}
+	return c
 }
 
-func runSlices(e *env, kubeconfig, node, driver, format string) error {
+func runSlices(ctx context.Context, stdout io.Writer, kubeconfig, node, driver string, format outputFormat) error {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig
@@ -94,7 +91,7 @@ func runSlices(e *env, kubeconfig, node, driver, format string) error {
 	var items []resourcev1.ResourceSlice
 	opts := metav1.ListOptions{FieldSelector: sel.String(), Limit: 500}
 	for {
-		list, err := cs.ResourceV1().ResourceSlices().List(e.ctx, opts)
+		list, err := cs.ResourceV1().ResourceSlices().List(ctx, opts)
 		if err != nil {
 			return fmt.Errorf("slices: list ResourceSlices of node %s: %w", node, err)
 		}
@@ -105,7 +102,7 @@ func runSlices(e *env, kubeconfig, node, driver, format string) error {
 		opts.Continue = list.Continue
 	}
 	rep := &slicesReport{Node: node, Pools: summarisePools(items)}
-	return render(e.stdout, format, rep)
+	return render(stdout, format, rep)
 }
 
 // summarisePools groups slices per driver and pool; only slices of a pool's
