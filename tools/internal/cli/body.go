@@ -95,7 +95,6 @@ func (body *dranodeBody) render(ctx context.Context, w io.Writer, format outputF
 	return bw.err
 }
 
-
 // json writes what json.MarshalIndent(rep with Dranode, "", "  ") would,
 // one record at a time.
 func (b *dranodeBody) json(ctx context.Context, w io.Writer, rep *checkpointReport) error {
