@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 	modzip "golang.org/x/mod/zip"
@@ -167,24 +166,7 @@ func apiCheckModule(g *goEnv, r *Repo, stageRoot, dir, base, version, goreleaseB
 	if err := modzip.Unzip(stage, m, zipFile); err != nil {
 		return "", err
 	}
-	gomod := filepath.Join(stage, "go.mod")
-	data, err := os.ReadFile(gomod)
-	if err != nil {
-		return "", err
-	}
-	mf, err := modfile.Parse(gomod, data, nil)
-	if err != nil {
-		return "", err
-	}
-	for _, rep := range append([]*modfile.Replace(nil), mf.Replace...) {
-		if modfile.IsDirectoryPath(rep.New.Path) {
-			if err := mf.DropReplace(rep.Old.Path, rep.Old.Version); err != nil {
-				return "", err
-			}
-		}
-	}
-	mf.Cleanup()
-	if err := os.WriteFile(gomod, modfile.Format(mf.Syntax), 0o644); err != nil {
+	if err := dropReplaces(filepath.Join(stage, "go.mod"), true); err != nil {
 		return "", err
 	}
 	if _, err := g.run(stage, "go", "mod", "tidy"); err != nil {

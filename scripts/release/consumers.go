@@ -58,7 +58,7 @@ func Consumers(r *Repo, proxyDir string, apps []string, log io.Writer) error {
 		m := module.Version{Path: ModulePath(d), Version: released[d]}
 		start := time.Now()
 		if err := consumeModule(g, filepath.Join(tmp, "consumer-"+strings.ReplaceAll(d, "/", "-")), m, proxyDir, forbidden); err != nil {
-			fmt.Fprintf(log, "FAIL %s: %v\n", m, err)
+			fmt.Fprintf(log, "FAIL %s (%.1fs): %v\n", m, time.Since(start).Seconds(), err)
 			failed = append(failed, m.String())
 			continue
 		}
@@ -67,7 +67,7 @@ func Consumers(r *Repo, proxyDir string, apps []string, log io.Writer) error {
 	for _, app := range apps {
 		start := time.Now()
 		if err := consumeApp(g, r, filepath.Join(tmp, "app-"+strings.ReplaceAll(app, "/", "-")), app, forbidden); err != nil {
-			fmt.Fprintf(log, "FAIL %s: %v\n", app, err)
+			fmt.Fprintf(log, "FAIL %s (%.1fs): %v\n", app, time.Since(start).Seconds(), err)
 			failed = append(failed, app)
 			continue
 		}
@@ -171,23 +171,8 @@ func consumeApp(g *goEnv, r *Repo, dir, app string, forbidden []string) error {
 	if _, err := g.run(dir, "tar", "-xf", tarball, "--strip-components="+fmt.Sprint(strings.Count(app, "/")+1)); err != nil {
 		return err
 	}
-	gomod := filepath.Join(dir, "go.mod")
-	data, err := os.ReadFile(gomod)
-	if err != nil {
+	if err := dropReplaces(filepath.Join(dir, "go.mod"), false); err != nil {
 		return fmt.Errorf("%s at %s: %w", app, commit, err)
-	}
-	f, err := modfile.Parse(gomod, data, nil)
-	if err != nil {
-		return err
-	}
-	for _, rep := range append([]*modfile.Replace(nil), f.Replace...) {
-		if err := f.DropReplace(rep.Old.Path, rep.Old.Version); err != nil {
-			return err
-		}
-	}
-	f.Cleanup()
-	if err := os.WriteFile(gomod, modfile.Format(f.Syntax), 0o644); err != nil {
-		return err
 	}
 	for _, args := range [][]string{{"mod", "tidy"}, {"build", "./..."}, {"vet", "./..."}} {
 		if _, err := g.run(dir, "go", args...); err != nil {
@@ -228,4 +213,27 @@ func releasedCommit(r *Repo) (string, error) {
 		return "", fmt.Errorf("versions.yaml releases no module")
 	}
 	return newest, nil
+}
+
+// dropReplaces removes the replace directives of a go.mod (only those to
+// local directories when dirsOnly): what a user of the module gets.
+func dropReplaces(gomod string, dirsOnly bool) error {
+	data, err := os.ReadFile(gomod)
+	if err != nil {
+		return err
+	}
+	f, err := modfile.Parse(gomod, data, nil)
+	if err != nil {
+		return err
+	}
+	for _, rep := range append([]*modfile.Replace(nil), f.Replace...) {
+		if dirsOnly && !modfile.IsDirectoryPath(rep.New.Path) {
+			continue
+		}
+		if err := f.DropReplace(rep.Old.Path, rep.Old.Version); err != nil {
+			return err
+		}
+	}
+	f.Cleanup()
+	return os.WriteFile(gomod, modfile.Format(f.Syntax), 0o644)
 }

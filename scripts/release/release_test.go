@@ -192,7 +192,7 @@ func TestConsumersFailOnPseudoVersions(t *testing.T) {
 		t.Fatalf("consumers passed a release requiring a sibling at %s:\n%s", pseudo, log.String())
 	}
 	out := log.String()
-	if !strings.Contains(out, "FAIL github.com/dranode/dranode/claimcache@v0.1.0") || !strings.Contains(out, "github.com/dranode/dranode/checkpoint@"+pseudo) {
+	if !strings.Contains(out, "FAIL github.com/dranode/dranode/claimcache@v0.1.0 (") || !strings.Contains(out, "github.com/dranode/dranode/checkpoint@"+pseudo) {
 		t.Fatalf("want claimcache to fail on checkpoint@%s, got:\n%s", pseudo, out)
 	}
 	if !strings.Contains(out, "ok   github.com/dranode/dranode/checkpoint@v0.1.0") {
