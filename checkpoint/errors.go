@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 )
 
 // Sentinel errors. Every error the package returns for these conditions
@@ -55,15 +56,22 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // NewerVersionError reports a file written by a format version this code
 // does not know. Such a file is never modified, moved or deleted.
 type NewerVersionError struct {
-	Path      string
-	Kind      string
-	Version   int // the version found in the file
+	Path    string
+	Kind    string
+	Version int // the version found in the file (math.MaxInt when it does not fit an int; see Stored)
+	// Stored is the version exactly as the header spells it, set only when
+	// it is too large for Version.
+	Stored    string
 	Supported int // the newest version this code reads
 }
 
 func (e *NewerVersionError) Error() string {
-	return fmt.Sprintf("checkpoint: %s holds %s format version %d, newer than the supported version %d; refusing to read or overwrite it",
-		e.Path, e.Kind, e.Version, e.Supported)
+	v := strconv.Itoa(e.Version)
+	if e.Stored != "" {
+		v = e.Stored
+	}
+	return fmt.Sprintf("checkpoint: %s holds %s format version %s, newer than the supported version %d; refusing to read or overwrite it",
+		e.Path, e.Kind, v, e.Supported)
 }
 
 // Is makes errors.Is(err, ErrNewerVersion) true.

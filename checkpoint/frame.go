@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // Every stored file is an 8-byte magic followed by frames. A frame is
@@ -101,6 +102,10 @@ type header struct {
 	Generation uint64 `json:"generation,omitempty"`
 	// Snapshots: the number of record frames that follow.
 	Records *int `json:"records,omitempty"`
+	// Logs created by rotation: the final size in bytes of the log of the
+	// previous generation. Absent in a journal's first log and in logs
+	// written before this field existed.
+	PrevLogSize *int64 `json:"prevLogSize,omitempty"`
 	// Down-level copies of a File: CRC-32C of the main file's payload frame,
 	// as 8 lowercase hex digits.
 	CopyOf string `json:"copyOf,omitempty"`
@@ -145,6 +150,12 @@ func readHeader(path string, data []byte, magic string, s Schema) (header, int, 
 		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: "header has no format version"}
 	}
 	if err := json.Unmarshal(stored.Version, &h.Version); err != nil {
+		if isUnsignedInteger(stored.Version) {
+			// A version too large for an int is still a version: newer
+			// than any this code supports, so refused and never moved.
+			h.Version = math.MaxInt
+			return h, 0, &NewerVersionError{Path: path, Kind: h.Kind, Version: h.Version, Stored: string(stored.Version), Supported: s.Version}
+		}
 		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: fmt.Sprintf("header format version %.40s is not an integer", stored.Version), Err: err}
 	}
 	if h.Version < 0 {
@@ -154,6 +165,22 @@ func readHeader(path string, data []byte, magic string, s Schema) (header, int, 
 		return h, 0, &NewerVersionError{Path: path, Kind: h.Kind, Version: h.Version, Supported: s.Version}
 	}
 	return h, next, nil
+}
+
+// isUnsignedInteger reports whether a JSON value is a number in integer
+// form without a sign: digits only, no leading zero, no fraction, no
+// exponent. Writers spell versions that way, so a value of that form that
+// does not fit an int is a large version, not damage.
+func isUnsignedInteger(v []byte) bool {
+	if len(v) == 0 || (v[0] == '0' && len(v) > 1) {
+		return false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func appendHeader(dst []byte, magic string, h header) []byte {

@@ -64,7 +64,7 @@ type Journal[V any] struct {
 	compactDone chan struct{}
 	compactErr  error
 
-	movedAside []string
+	recovery *Recovery[V] // set once by restore, read-only after
 }
 
 type slot[V any] struct {
@@ -89,11 +89,16 @@ const (
 // takes an exclusive lock on dir/lock and restores the state: the snapshot,
 // then every log after it. A torn last record, left by a crash during an
 // append that was never acknowledged, is detected and cut off; damage
-// anywhere else is a *CorruptError (or, under MoveCorruptAside, the files
-// are renamed to <name>.corrupt-<timestamp>, see MovedAside, and the journal
-// starts empty). Data in a newer format version gives a *NewerVersionError
-// and is left untouched; data in an older one is upgraded and rewritten in
-// the current version before OpenJournal returns.
+// anywhere else is a *CorruptError that leaves every file as it was. Under
+// MoveCorruptAside, every record stored before the first damage is restored
+// instead, the rest is copied to <file>.corrupt-<timestamp> and a snapshot
+// of what was restored replaces the damaged files: Recovery says what was
+// kept, what was copied aside and which changes it held. Data in a newer
+// format version, anywhere in the journal, gives a *NewerVersionError under
+// either policy and is left untouched; data in an older one is upgraded and
+// rewritten in the current version before OpenJournal returns. A value that
+// verifies but does not decode, or whose migration fails, is refused under
+// either policy: it is a bug to fix, not damage to cut out.
 func OpenJournal[V any](dir string, schema Schema, opts ...Option) (*Journal[V], error) {
 	if err := schema.validate(); err != nil {
 		return nil, err
@@ -119,15 +124,7 @@ func OpenJournal[V any](dir string, schema Schema, opts ...Option) (*Journal[V],
 		}
 	}
 	j.cond.L = &j.mu
-	err = j.restore()
-	var corrupt *CorruptError
-	if err != nil && j.opts.corrupt == MoveCorruptAside && errors.As(err, &corrupt) {
-		err = j.moveAllAside()
-		if err == nil {
-			err = j.restore()
-		}
-	}
-	if err != nil {
+	if err := j.restore(); err != nil {
 		if j.log != nil {
 			j.log.Close()
 		}
@@ -190,13 +187,22 @@ func (j *Journal[V]) openLog() error {
 	return nil
 }
 
-func (j *Journal[V]) logHeader(gen uint64) []byte {
-	return appendHeader(nil, magicLog, header{Kind: j.schema.Kind, Version: j.schema.Version, Generation: gen})
+// logHeader is the header of log gen; prevSize, when not negative, is the
+// final size of log gen-1, so that a restore can tell that log from one
+// that lost records at its end (see readLog).
+func (j *Journal[V]) logHeader(gen uint64, prevSize int64) []byte {
+	h := header{Kind: j.schema.Kind, Version: j.schema.Version, Generation: gen}
+	if prevSize >= 0 {
+		h.PrevLogSize = &prevSize
+	}
+	return appendHeader(nil, magicLog, h)
 }
 
-// MovedAside lists the files OpenJournal renamed because they were corrupt
-// (only under MoveCorruptAside; empty when nothing was).
-func (j *Journal[V]) MovedAside() []string { return slices.Clone(j.movedAside) }
+// Recovery says what OpenJournal restored and what it copied aside because
+// it was damaged (only under MoveCorruptAside); nil when nothing was. A
+// caller that opts into MoveCorruptAside must look at it: the changes it
+// lists are not in the state.
+func (j *Journal[V]) Recovery() *Recovery[V] { return j.recovery }
 
 // Dir returns the journal's directory.
 func (j *Journal[V]) Dir() string { return j.dir }

@@ -47,7 +47,7 @@ func (j *Journal[V]) maybeCompactLocked() {
 // the same state.
 func (j *Journal[V]) rotateLocked() (uint64, []entry, error) {
 	gen := j.logGen + 1
-	if err := writeFile(j.logPath(gen), j.logHeader(gen), &j.fsyncs); err != nil {
+	if err := writeFile(j.logPath(gen), j.logHeader(gen, j.logSize), &j.fsyncs); err != nil {
 		return 0, nil, err
 	}
 	old := j.log

@@ -22,72 +22,196 @@ type stored struct {
 	off     int64
 }
 
-// restore reads everything, and only once all of it verified, changes the
-// directory (removing debris, cutting a torn tail) and opens the log.
+// replay accumulates restored records: the stored bytes of each key's last
+// value, the encoded size of the state and which keys logs touched.
+type replay struct {
+	found   map[string]stored
+	live    int64
+	records int
+	touched map[string]bool // keys a replayed log record changed
+}
+
+func (r *replay) apply(payload []byte, version int, path string, off int64, fromLog bool) {
+	r.records++
+	_ = parseRecord(payload, func(key, value []byte, del bool) {
+		k := string(key)
+		if fromLog {
+			r.touched[k] = true
+		}
+		if old, ok := r.found[k]; ok {
+			r.live -= entrySize(k, old.raw)
+		}
+		if del {
+			delete(r.found, k)
+			return
+		}
+		r.found[k] = stored{raw: value, version: version, path: path, off: off}
+		r.live += entrySize(k, value)
+	})
+}
+
+// versionAt is the version of a file's records when its header was read
+// (the trusted part ends after it), else -1.
+func versionAt(h header, stop int) int {
+	if stop == 0 {
+		return -1
+	}
+	return h.Version
+}
+
+// restore reads everything, and only once all of it verified changes the
+// directory (removing debris, cutting a torn tail) and opens the log. Under
+// MoveCorruptAside, damage ends what is trusted instead of the restore: the
+// remainder is copied aside and a snapshot of what was restored replaces
+// the damaged files (see Recovery).
 func (j *Journal[V]) restore() error {
 	l, err := j.list()
 	if err != nil {
 		return err
 	}
-	found := make(map[string]stored)
-	live := int64(0)
-	apply := func(key, value []byte, del bool, version int, path string, off int64) {
-		k := string(key)
-		if old, ok := found[k]; ok {
-			live -= entrySize(k, old.raw)
+	recovering := j.opts.corrupt == MoveCorruptAside
+	var rec recovery
+	// damaged ends the restore with err, or, when recovering from
+	// corruption, notes it and what is no longer trusted.
+	damaged := func(err error, rest ...remainder) error {
+		var ce *CorruptError
+		if !recovering || !errors.As(err, &ce) {
+			return err
 		}
-		if del {
-			delete(found, k)
-			return
-		}
-		found[k] = stored{raw: value, version: version, path: path, off: off}
-		live += entrySize(k, value)
+		rec.found(ce)
+		rec.rest = append(rec.rest, rest...)
+		return nil
 	}
+	rp := &replay{found: make(map[string]stored), touched: make(map[string]bool)}
 	upgradeNeeded := false
 
-	snapGen := uint64(1)
+	snapGen, genKnown := uint64(1), true
 	if l.snapshot {
-		h, err := j.readSnapshot(apply)
+		path := filepath.Join(j.dir, snapshotName)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("checkpoint: read snapshot: %w", err)
+		}
+		h, stop, err := j.readSnapshot(path, data, rp)
+		if err != nil {
+			records := -1
+			if stop > 0 {
+				records = *h.Records - rp.records
+			}
+			if err := damaged(err, remainder{path: path, magic: magicSnapshot, data: data, off: stop, version: versionAt(h, stop), beforeLogs: true, records: records}); err != nil {
+				return err
+			}
+			genKnown = stop > 0
+		}
+		if genKnown {
+			snapGen = h.Generation
+			upgradeNeeded = upgradeNeeded || h.Version < j.schema.Version
+		}
+	}
+	var stale, logs, older, afterGap []uint64
+	if genKnown {
+		for _, g := range l.logs {
+			if g < snapGen {
+				stale = append(stale, g) // folded into the snapshot; removal was cut short
+			} else {
+				logs = append(logs, g)
+			}
+		}
+	} else if n := len(l.logs); n > 0 {
+		// Without the snapshot's generation, the live logs are the run
+		// that ends at the newest one.
+		i := n - 1
+		for i > 0 && l.logs[i-1] == l.logs[i]-1 {
+			i--
+		}
+		older, logs = l.logs[:i], l.logs[i:]
+		snapGen = logs[0]
+	}
+	for _, g := range older {
+		rem, err := j.readWholeLog(g, true)
 		if err != nil {
 			return err
 		}
-		snapGen = h.Generation
-		upgradeNeeded = upgradeNeeded || h.Version < j.schema.Version
-	}
-	var stale, logs []uint64
-	for _, g := range l.logs {
-		if g < snapGen {
-			stale = append(stale, g) // folded into the snapshot; removal was cut short
-		} else {
-			logs = append(logs, g)
-		}
+		rec.rest = append(rec.rest, rem)
 	}
 	for i, g := range logs {
-		if g != snapGen+uint64(i) {
-			return &CorruptError{Path: j.logPath(snapGen + uint64(i)), Reason: fmt.Sprintf("log generation %d is missing but later generation %d exists", snapGen+uint64(i), g)}
+		if want := snapGen + uint64(i); g != want {
+			missing := j.logPath(want)
+			if err := damaged(&CorruptError{Path: missing, Reason: fmt.Sprintf("log generation %d is missing but later generation %d exists", want, g)}); err != nil {
+				return err
+			}
+			for m := want; m < g; m++ {
+				rec.lost = append(rec.lost, j.logPath(m)+": missing")
+			}
+			logs, afterGap = logs[:i], logs[i:]
+			break
 		}
 	}
 	var torn struct {
 		path string
 		off  int64
 	}
+	datas := make([][]byte, len(logs))
 	for i, g := range logs {
-		h, cut, err := j.readLog(g, i == len(logs)-1, apply)
+		if datas[i], err = os.ReadFile(j.logPath(g)); err != nil {
+			return fmt.Errorf("checkpoint: read log: %w", err)
+		}
+	}
+	logDamaged := false
+	for i, g := range logs {
+		path, data := j.logPath(g), datas[i]
+		if logDamaged {
+			rem, err := j.wholeLog(g, data, false)
+			if err != nil {
+				return err
+			}
+			rec.rest = append(rec.rest, rem)
+			continue
+		}
+		last := i == len(logs)-1 && len(afterGap) == 0
+		size := int64(-1)
+		if i+1 < len(logs) {
+			if next, _, err := readHeader(j.logPath(logs[i+1]), datas[i+1], magicLog, j.schema); err == nil && next.PrevLogSize != nil {
+				size = *next.PrevLogSize
+			}
+		}
+		h, cut, stop, err := j.readLog(path, g, data, last, size, rp)
 		if err != nil {
-			return err
+			if err := damaged(err, remainder{path: path, magic: magicLog, data: data, off: stop, version: versionAt(h, stop), records: -1}); err != nil {
+				return err
+			}
+			if size > int64(len(data)) {
+				rec.lost = append(rec.lost, fmt.Sprintf("%s: %d bytes missing from its end (the next log's header says it ended at byte %d)", path, size-int64(len(data)), size))
+			}
+			logDamaged = true
+			continue
 		}
 		upgradeNeeded = upgradeNeeded || h.Version < j.schema.Version
 		if cut >= 0 {
-			torn.path, torn.off = j.logPath(g), cut
+			torn.path, torn.off = path, cut
 		}
 	}
+	for _, g := range afterGap {
+		rem, err := j.readWholeLog(g, false)
+		if err != nil {
+			return err
+		}
+		rec.rest = append(rec.rest, rem)
+	}
 
-	state, err := j.decodeAll(found)
+	state, err := j.decodeAll(rp.found)
 	if err != nil {
 		return err
 	}
+	if rec.damage != nil {
+		j.recovery = j.report(&rec, rp.records, rp.touched)
+		if err := j.copyAside(j.recovery, rec.rest, time.Now()); err != nil {
+			return err
+		}
+	}
 
-	// Everything verified: now the directory may change.
+	// Everything verified, or what did not is copied aside: now the
+	// directory may change.
 	for _, t := range l.temps {
 		if err := os.Remove(filepath.Join(j.dir, t)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("checkpoint: remove stale temporary file: %w", err)
@@ -109,20 +233,26 @@ func (j *Journal[V]) restore() error {
 		}
 	}
 
-	j.state, j.live = state, live
-	if len(logs) == 0 {
-		if err := writeFile(j.logPath(snapGen), j.logHeader(snapGen), &j.fsyncs); err != nil {
+	j.state, j.live = state, rp.live
+	// Append to the newest log on disk; after damage it is only rotated
+	// away from, so that the new snapshot supersedes every damaged file.
+	newest := uint64(0)
+	if n := len(l.logs); n > 0 && l.logs[n-1] >= snapGen {
+		newest = l.logs[n-1]
+	}
+	if newest == 0 {
+		if err := writeFile(j.logPath(snapGen), j.logHeader(snapGen, -1), &j.fsyncs); err != nil {
 			return err
 		}
-		logs = append(logs, snapGen)
+		newest = snapGen
 	}
-	j.logGen = logs[len(logs)-1]
+	j.logGen = newest
 	if err := j.openLog(); err != nil {
 		return err
 	}
-	if upgradeNeeded {
-		// Rewrite in the current version now, so no file of an older
-		// version stays behind next to new records.
+	if upgradeNeeded || rec.damage != nil {
+		// Rewrite now: no file of an older version stays behind next to
+		// new records, and no damaged file next to a journal in use.
 		j.mu.Lock()
 		gen, entries, err := j.rotateLocked()
 		j.mu.Unlock()
@@ -134,85 +264,107 @@ func (j *Journal[V]) restore() error {
 	return nil
 }
 
-type applyFunc func(key, value []byte, del bool, version int, path string, off int64)
-
-func (j *Journal[V]) readSnapshot(apply applyFunc) (header, error) {
-	path := filepath.Join(j.dir, snapshotName)
-	data, err := os.ReadFile(path)
+// wholeLog reads log gen as untrusted remainder. A log of a newer format
+// version is refused even there: it is never moved or replaced.
+func (j *Journal[V]) readWholeLog(gen uint64, beforeLogs bool) (remainder, error) {
+	data, err := os.ReadFile(j.logPath(gen))
 	if err != nil {
-		return header{}, fmt.Errorf("checkpoint: read snapshot: %w", err)
+		return remainder{}, fmt.Errorf("checkpoint: read log: %w", err)
 	}
+	return j.wholeLog(gen, data, beforeLogs)
+}
+
+func (j *Journal[V]) wholeLog(gen uint64, data []byte, beforeLogs bool) (remainder, error) {
+	path := j.logPath(gen)
+	if _, _, err := readHeader(path, data, magicLog, j.schema); errors.Is(err, ErrNewerVersion) {
+		return remainder{}, err
+	}
+	return remainder{path: path, magic: magicLog, data: data, version: -1, beforeLogs: beforeLogs, records: -1}, nil
+}
+
+// readSnapshot replays the snapshot's records into rp. On damage, stop is
+// where the trusted bytes end: 0 when the header (or its generation) is
+// unusable, else the offset of the first record that is not restored.
+func (j *Journal[V]) readSnapshot(path string, data []byte, rp *replay) (h header, stop int, err error) {
 	h, off, err := readHeader(path, data, magicSnapshot, j.schema)
 	if err != nil {
-		return h, err
+		return h, 0, err
 	}
 	if h.Generation < 1 || h.Records == nil || *h.Records < 0 {
-		return h, &CorruptError{Path: path, Offset: magicLen, Reason: "snapshot header lacks a generation or a record count"}
+		return h, 0, &CorruptError{Path: path, Offset: magicLen, Reason: "snapshot header lacks a generation or a record count"}
 	}
 	for i := 0; i < *h.Records; i++ {
 		payload, next, fault := readFrame(data, off)
 		if fault != faultNone {
-			return h, &CorruptError{Path: path, Offset: int64(off), Reason: fmt.Sprintf("record %d of %d: %s", i+1, *h.Records, fault)}
+			return h, off, &CorruptError{Path: path, Offset: int64(off), Reason: fmt.Sprintf("record %d of %d: %s", i+1, *h.Records, fault)}
 		}
 		var bad string
 		err := parseRecord(payload, func(key, value []byte, del bool) {
 			if del {
 				bad = "snapshot holds a delete"
-				return
 			}
-			apply(key, value, false, h.Version, path, int64(off))
 		})
 		if err == nil && bad != "" {
 			err = errors.New(bad)
 		}
 		if err != nil {
-			return h, &CorruptError{Path: path, Offset: int64(off), Reason: fmt.Sprintf("record %d of %d", i+1, *h.Records), Err: err}
+			return h, off, &CorruptError{Path: path, Offset: int64(off), Reason: fmt.Sprintf("record %d of %d", i+1, *h.Records), Err: err}
 		}
+		rp.apply(payload, h.Version, path, int64(off), false)
 		off = next
 	}
 	if off != len(data) {
-		return h, &CorruptError{Path: path, Offset: int64(off), Reason: fmt.Sprintf("%d unexpected bytes after the last record", len(data)-off)}
+		return h, off, &CorruptError{Path: path, Offset: int64(off), Reason: fmt.Sprintf("%d unexpected bytes after the last record", len(data)-off)}
 	}
-	return h, nil
+	return h, off, nil
 }
 
-// readLog replays one log. For the last log, a damaged tail with no valid
-// frame after it is a torn append: cut is where to truncate (else -1).
-func (j *Journal[V]) readLog(gen uint64, last bool, apply applyFunc) (h header, cut int64, err error) {
-	path := j.logPath(gen)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return h, -1, fmt.Errorf("checkpoint: read log: %w", err)
-	}
+// readLog replays one log into rp. For the last log, a damaged tail with no
+// valid frame after it is a torn append: cut is where to truncate (else
+// -1). size, when not negative, is the log's final size as the next log's
+// header records it: a log that ends early lost records even if it ends on
+// a record boundary, and bytes past it were never part of it. On damage,
+// stop is where the trusted bytes end (0: the header).
+func (j *Journal[V]) readLog(path string, gen uint64, data []byte, last bool, size int64, rp *replay) (h header, cut int64, stop int, err error) {
 	h, off, err := readHeader(path, data, magicLog, j.schema)
 	if err != nil {
-		return h, -1, err
+		return h, -1, 0, err
 	}
 	if h.Generation != gen {
-		return h, -1, &CorruptError{Path: path, Offset: magicLen, Reason: fmt.Sprintf("header says generation %d, file name says %d", h.Generation, gen)}
+		return h, -1, 0, &CorruptError{Path: path, Offset: magicLen, Reason: fmt.Sprintf("header says generation %d, file name says %d", h.Generation, gen)}
+	}
+	if size >= 0 {
+		if size < int64(off) {
+			return h, -1, 0, &CorruptError{Path: path, Reason: fmt.Sprintf("the next log's header says this log ended at byte %d, inside its header", size)}
+		}
+		whole := len(data)
+		data = data[:min(int64(whole), size)]
+		defer func() {
+			if err == nil && int64(whole) != size {
+				stop, err = len(data), &CorruptError{Path: path, Offset: int64(len(data)), Reason: fmt.Sprintf("log is %d bytes but the next log's header says it ended at byte %d", whole, size)}
+			}
+		}()
 	}
 	for off < len(data) {
 		payload, next, fault := readFrame(data, off)
 		if fault != faultNone {
 			if last && !validFrameAfter(data, off) {
-				return h, int64(off), nil
+				return h, int64(off), off, nil
 			}
 			where := "before the last log"
 			if last {
 				where = "followed by valid records"
 			}
-			return h, -1, &CorruptError{Path: path, Offset: int64(off), Reason: fmt.Sprintf("damaged record %s: %s", where, fault)}
+			return h, -1, off, &CorruptError{Path: path, Offset: int64(off), Reason: fmt.Sprintf("damaged record %s: %s", where, fault)}
 		}
 		// Check the whole record before applying any of it.
 		if err := parseRecord(payload, func([]byte, []byte, bool) {}); err != nil {
-			return h, -1, &CorruptError{Path: path, Offset: int64(off), Reason: "record does not parse", Err: err}
+			return h, -1, off, &CorruptError{Path: path, Offset: int64(off), Reason: "record does not parse", Err: err}
 		}
-		_ = parseRecord(payload, func(key, value []byte, del bool) {
-			apply(key, value, del, h.Version, path, int64(off))
-		})
+		rp.apply(payload, h.Version, path, int64(off), true)
 		off = next
 	}
-	return h, -1, nil
+	return h, -1, off, nil
 }
 
 // decodeAll upgrades and decodes the final value of every key, once, in
@@ -283,28 +435,4 @@ func truncateDurably(path string, size int64, fsyncs *atomic.Uint64) error {
 	}
 	fsyncs.Add(1)
 	return nil
-}
-
-// moveAllAside renames the snapshot and every log to <name>.corrupt-<ts>.
-func (j *Journal[V]) moveAllAside() error {
-	l, err := j.list()
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	var names []string
-	if l.snapshot {
-		names = append(names, filepath.Join(j.dir, snapshotName))
-	}
-	for _, g := range l.logs {
-		names = append(names, j.logPath(g))
-	}
-	for _, p := range names {
-		aside := asideName(p, now)
-		if err := os.Rename(p, aside); err != nil {
-			return fmt.Errorf("checkpoint: move corrupt journal file aside: %w", err)
-		}
-		j.movedAside = append(j.movedAside, aside)
-	}
-	return syncDir(j.dir, &j.fsyncs)
 }

@@ -301,18 +301,34 @@ func TestJournalCorruptMiddleRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	if j.Len() != 0 {
-		t.Fatalf("MoveCorruptAside must start empty, has %d keys", j.Len())
+	// The two records before the damage are kept; the five after it are
+	// reported, not applied.
+	if got := j.Snapshot(); len(got) != 2 || got["claim-0"].Name != "claim-0" || got["claim-1"].Name != "claim-1" {
+		t.Fatalf("MoveCorruptAside kept %v, want the two records before the damage", got)
 	}
-	moved := j.MovedAside()
-	if len(moved) != 1 || !strings.HasPrefix(moved[0], path+".corrupt-") {
-		t.Fatalf("moved aside %v, want %s.corrupt-<timestamp>", moved, path)
+	rec := j.Recovery()
+	if rec == nil || rec.Damage.Path != path || rec.Damage.Offset != second || rec.Kept != 2 {
+		t.Fatalf("Recovery %+v, want damage at %s offset %d and 2 records kept", rec, path, second)
 	}
-	if evidence, _ := os.ReadFile(moved[0]); !bytes.Equal(evidence, data) {
-		t.Fatal("moved-aside log does not hold the corrupt bytes")
+	if len(rec.Aside) != 1 || rec.Aside[0].From != path || rec.Aside[0].Offset != second || !strings.HasPrefix(rec.Aside[0].Path, path+".corrupt-") {
+		t.Fatalf("aside %+v, want %s from offset %d in %s.corrupt-<timestamp>", rec.Aside, path, second, path)
+	}
+	if evidence, _ := os.ReadFile(rec.Aside[0].Path); !bytes.Equal(evidence, data[second:]) {
+		t.Fatal("the aside copy does not hold the remainder of the damaged log")
+	}
+	var keys []string
+	for _, u := range rec.Unsure {
+		keys = append(keys, u.Key)
+	}
+	if strings.Join(keys, ",") != "claim-1,claim-2,claim-3,claim-4" {
+		t.Fatalf("unsure changes %v, want the four readable records after the damaged one", keys)
 	}
 	if err := j.Put("fresh", claim{}); err != nil {
 		t.Fatal(err)
+	}
+	j = reopen(t, j, claimSchema)
+	if j.Recovery() != nil || j.Len() != 3 {
+		t.Fatalf("after the recovery was written: Recovery %+v, %d keys, want none and 3", j.Recovery(), j.Len())
 	}
 }
 
