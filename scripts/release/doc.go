@@ -9,14 +9,15 @@
 //	    modules: [cdi, checkpoint, ...]
 //	excluded-modules: [examples, tools, ...]
 //
-// Usage, from anywhere in the repository (-C selects another root):
+// Usage, from anywhere in the repository (-C selects another root; the
+// Makefile's release-* targets run it):
 //
-//	release check              the rules below; each problem names the fix
-//	release prepare SET        require the set's modules at its version everywhere
-//	release tag SET            tag <dir>/<version> for the set, siblings first
-//	release proxy DIR          a GOPROXY=file://DIR directory from the release tags
-//	release consumers DIR      fresh modules get, import and build each release
-//	release apicheck [MODULE]  gorelease against the last release tag
+//	release check                        the rules below; each problem names the fix
+//	release prepare SET                  require SET's modules at its version in every go.mod
+//	release tag SET                      tag <dir>/<version> for SET at HEAD, siblings first
+//	release proxy DIR                    a GOPROXY=file://DIR directory from the release tags
+//	release consumers [-app DIR]... DIR  each release used alone by a fresh module
+//	release apicheck [MODULE...]         gorelease against each module's last release tag
 //
 // The rules "check" enforces:
 //
@@ -39,10 +40,27 @@
 // sibling at a pseudo-version, which its users could not resolve.
 //
 // "consumers" runs each go command as a user outside the repository: GOWORK
-// off, a scratch module cache, GOPROXY chained as the release proxy, the
-// developer's module cache, then the configured proxies (never "direct"),
-// GOFLAGS=-mod=mod -trimpath (so that the shared build cache is reused
-// whatever the scratch cache's path), and GONOSUMDB for this repository's
-// modules, which the checksum database has never seen; everything else is
-// verified against it as usual.
+// off, a scratch module cache (a reused one would hide a changed release of
+// the same version), GOPROXY chained as the release proxy, the developer's
+// module cache, then the configured proxies without "direct", and
+// GOFLAGS=-mod=mod -trimpath (-trimpath keeps the shared build cache useful
+// whatever the scratch cache's path). The checksum database is reachable
+// through the configured proxy, so it verifies every third-party module as
+// usual; GONOSUMDB exempts only this repository's modules, whose scratch
+// releases it has never seen. For each released module the consumer runs go
+// get, imports every non-internal, non-main package, go mod tidy (which
+// resolves the whole module graph, tests of dependencies included), go build,
+// and fails if go list -m all names an unreleased module of this repository
+// or k8s.io/kubernetes. Each -app module is copied from the tagged commit,
+// its replace directives removed, tidied, built and vetted.
+//
+// "apicheck" runs the gorelease this module pins (tool directive) on a
+// staged copy of each module: gorelease loads the release without replace
+// directives and requires the module's go.sum to hold every sum, neither of
+// which a module developed with replace directives satisfies, so the working
+// tree is zipped as the proxy would, its directory replaces dropped and
+// tidied against a proxy of the release tags plus the set's untagged
+// versions. gorelease accepts any change for a v0 module; the policy is
+// applied here: an incompatible change needs a minor bump while the major
+// version is v0, a major bump after.
 package main
