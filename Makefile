@@ -73,6 +73,9 @@ PROXY_DIR ?= $(CURDIR)/.run/proxy
 # Unreleased modules that must build against the released modules alone.
 APPS ?= examples/piecemeal-driver
 
+# Between releases this fails whenever a released sibling is required at a
+# version other than versions.yaml's (the pseudo-version included): run
+# release-prepare for the set and commit.
 release-check:
 	@echo "==> release rules: go.work, versions.yaml, sibling and third-party requirements"
 	$(RELEASE) check
