@@ -3,10 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,10 +32,7 @@ import (
 func APICheck(r *Repo, modules []string, goreleaseBin string, log io.Writer) error {
 	released := r.Versions.Released()
 	if len(modules) == 0 {
-		for d := range released {
-			modules = append(modules, d)
-		}
-		sort.Strings(modules)
+		modules = slices.Sorted(maps.Keys(released))
 	}
 	type job struct{ dir, base string }
 	var jobs []job

@@ -3,9 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,11 +43,7 @@ func Consumers(r *Repo, proxyDir string, apps []string, log io.Writer) error {
 	defer g.close()
 
 	released := r.Versions.Released()
-	var dirs []string
-	for d := range released {
-		dirs = append(dirs, d)
-	}
-	sort.Strings(dirs)
+	dirs := slices.Sorted(maps.Keys(released))
 	forbidden := append([]string(nil), forbiddenInConsumers...)
 	for _, d := range r.DirsSorted() {
 		if _, ok := released[d]; !ok {

@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -145,11 +146,7 @@ func BuildProxy(r *Repo, dir string) ([]module.Version, error) {
 	}
 	var held []module.Version
 	released := r.Versions.Released()
-	mods := make([]string, 0, len(released))
-	for m := range released {
-		mods = append(mods, m)
-	}
-	sort.Strings(mods)
+	mods := slices.Sorted(maps.Keys(released))
 	for _, m := range mods {
 		versions, err := ReleaseTags(r, m)
 		if err != nil {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -111,15 +113,8 @@ func readModule(file string) (*Module, error) {
 	return &Module{Path: f.Module.Mod.Path, File: f}, nil
 }
 
-// DirSorted returns the module directories, sorted.
-func (r *Repo) DirsSorted() []string {
-	dirs := make([]string, 0, len(r.Modules))
-	for d := range r.Modules {
-		dirs = append(dirs, d)
-	}
-	sort.Strings(dirs)
-	return dirs
-}
+// DirsSorted returns the module directories, sorted.
+func (r *Repo) DirsSorted() []string { return slices.Sorted(maps.Keys(r.Modules)) }
 
 // Sibling returns the directory of the repository module with the given
 // module path, or "" if the path is not one of this repository's modules.

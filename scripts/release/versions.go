@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -111,12 +112,7 @@ func checkReleaseVersion(v string) error {
 
 // SetNames returns the names of the module sets, sorted.
 func (v *Versions) SetNames() []string {
-	names := make([]string, 0, len(v.Sets))
-	for n := range v.Sets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(v.Sets))
 }
 
 // Set returns the named module set.
