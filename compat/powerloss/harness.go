@@ -32,11 +32,13 @@ const (
 	// CutAfterAcks cuts once the writer has acknowledged K changes, K
 	// uniform in [1, MaxAcks].
 	CutAfterAcks
-	// CutSweep runs the workload once without a cut to count its mutating
-	// operations (M), then, from the same starting state every time, cuts
-	// at operation 1, 2, ..., M+1: every crash point of the run.
-	// Iterations is ignored. Use it with one goroutine, so that the
-	// operation order hardly varies between runs.
+	// CutSweep runs the workload once without a cut to record its
+	// mutating operations, then, from the same starting state every time,
+	// cuts before each of them in turn: every crash point of the run.
+	// Operations are found again by Label and rank among those with the
+	// same label (the 2nd snapshot rename), not by index, which background
+	// work shifts. Iterations is ignored. Use it with one goroutine, so
+	// that the writer's own operations come in the same order.
 	CutSweep
 )
 
@@ -118,7 +120,8 @@ type Result struct {
 	Acks int
 	// CutPoints counts the cuts by where they landed (see Label).
 	CutPoints map[string]int
-	// Debris counts leftover temporary files found after cuts.
+	// Debris is the number of leftover temporary files the last check
+	// found (files a crash left that nothing has removed since).
 	Debris     int
 	Violations []Violation
 }
@@ -277,6 +280,9 @@ type harness struct {
 type trigger struct {
 	failAt int // lazyfs FailAt
 	acks   int // freeze after this many acks
+	// Stop at the nth operation whose Label is label.
+	label string
+	nth   int
 }
 
 func (t trigger) String() string {
@@ -285,8 +291,24 @@ func (t trigger) String() string {
 		return fmt.Sprintf("at operation %d", t.failAt)
 	case t.acks > 0:
 		return fmt.Sprintf("after %d acks", t.acks)
+	case t.label != "":
+		return fmt.Sprintf("at occurrence %d of %q", t.nth, t.label)
 	}
 	return "at the end"
+}
+
+// stopAt is the lazyfs StopAt of a label trigger.
+func (t trigger) stopAt() func(*lazyfs.Op, lazyfs.Op) bool {
+	if t.label == "" {
+		return nil
+	}
+	seen := 0
+	return func(last *lazyfs.Op, op lazyfs.Op) bool {
+		if Label(&lazyfs.Cut{Last: last, Stopped: &op}) == t.label {
+			seen++
+		}
+		return seen == t.nth
+	}
 }
 
 func (h *harness) random() error {
@@ -337,29 +359,23 @@ func (h *harness) sweep() error {
 	if err != nil {
 		return err
 	}
-	for n := 1; n <= len(count.trace)+1; n++ {
-		// A background goroutine (the journal's compaction) can shift
-		// the operations between runs: try again until the cut lands
-		// where it did in the counting run, once.
-		want := "end of run"
-		if n <= len(count.trace) {
-			cut := &lazyfs.Cut{Stopped: &count.trace[n-1]}
-			if n > 1 {
-				cut.Last = &count.trace[n-2]
-			}
-			want = Label(cut)
+	// Every operation of the counting run, named by its label and the
+	// how-manieth operation with that label it was: a background
+	// goroutine (the journal's compaction) shifts operation indexes
+	// between runs, but the third snapshot rename stays the third.
+	seen := map[string]int{}
+	for i := range count.trace {
+		cut := &lazyfs.Cut{Stopped: &count.trace[i]}
+		if i > 0 {
+			cut.Last = &count.trace[i-1]
 		}
-		for range 2 {
-			if err := h.restore(); err != nil {
-				return err
-			}
-			out, err := h.iteration(trigger{failAt: n}, h.cfg.FS.Torn, h.cfg.Seed+uint64(n))
-			if err != nil {
-				return err
-			}
-			if out.label == want {
-				break
-			}
+		label := Label(cut)
+		seen[label]++
+		if err := h.restore(); err != nil {
+			return err
+		}
+		if _, err := h.iteration(trigger{label: label, nth: seen[label]}, h.cfg.FS.Torn, h.cfg.Seed+uint64(i)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -377,7 +393,7 @@ func (h *harness) iteration(tr trigger, torn bool, seed uint64) (*outcome, error
 	h.run++
 	it := h.res.Iterations + 1
 	opts := h.cfg.FS
-	opts.FailAt, opts.Torn, opts.Seed, opts.Trace = tr.failAt, torn, seed, true
+	opts.FailAt, opts.StopAt, opts.Torn, opts.Seed, opts.Trace = tr.failAt, tr.stopAt(), torn, seed, true
 	fsys, err := lazyfs.Mount(h.backing, h.mnt, opts)
 	if err != nil {
 		return nil, err
@@ -481,7 +497,7 @@ func (h *harness) iteration(tr trigger, torn bool, seed uint64) (*outcome, error
 	found, acked, debris := h.chk.check(filepath.Join(h.backing, storeDir))
 	vs = append(vs, found...)
 	h.res.Acks += acked
-	h.res.Debris += debris
+	h.res.Debris = debris
 	for i := range vs {
 		vs[i].Iteration, vs[i].Cut = it, where
 	}

@@ -46,6 +46,11 @@ type Options struct {
 	// operation is not performed, it and every later operation block, and
 	// Frozen is closed. CutPower then discards what was not durable.
 	FailAt int
+	// StopAt, if set, is asked about every mutating operation before it
+	// is performed (with the last one performed, nil at first); the first
+	// time it returns true the file system stops there, as with FailAt.
+	// It runs with the file system locked and must not use it.
+	StopAt func(last *Op, op Op) bool
 	// IgnoreFsync makes fsync and fdatasync of regular files succeed
 	// without making their data durable: the file system of a writer that
 	// skipped its fsyncs. For proving that a test catches lost data.
@@ -115,8 +120,8 @@ type Cut struct {
 	// Last is the last operation performed (nil if none was).
 	Last *Op
 	// Stopped is the first operation that was stopped instead of performed
-	// (by FailAt or after Freeze); nil if no operation was waiting. Its
-	// Index is Ops+1.
+	// (by FailAt, StopAt or after Freeze); nil if no operation was
+	// waiting. Its Index is Ops+1.
 	Stopped *Op
 	// Dropped counts names present before the cut that the durable state
 	// does not have; Resurrected counts names the durable state has that
@@ -260,7 +265,7 @@ func cloneEntries(m map[string]*object) map[string]*object {
 func (f *FS) Mountpoint() string { return f.mnt }
 
 // Frozen is closed once the file system stops serving: at the FailAt-th
-// mutating operation, or at Freeze.
+// mutating operation, where StopAt said so, or at Freeze.
 func (f *FS) Frozen() <-chan struct{} { return f.frozenCh }
 
 // Freeze stops the file system: every operation from now on (mutating or
@@ -298,7 +303,7 @@ func (f *FS) Trace() []Op {
 // is the FailAt-th.
 func (f *FS) mutate(op Op) syscall.Errno {
 	op.Index = f.ops + 1
-	if !f.frozen && f.opts.FailAt > 0 && op.Index >= f.opts.FailAt {
+	if !f.frozen && ((f.opts.FailAt > 0 && op.Index >= f.opts.FailAt) || (f.opts.StopAt != nil && f.opts.StopAt(f.last, op))) {
 		f.freezeLocked()
 	}
 	if f.frozen || f.dead {
