@@ -5,5 +5,7 @@
 //
 // It is a reader for people and tools, not for the agent: it reports every
 // frame it could verify and exactly where and why the first bad one failed,
-// and it never writes.
+// and it never writes. Scan reads a file as a stream, one frame in memory at
+// a time, and stops when its context ends, so that neither a huge log nor a
+// crafted one can hold the tool for long.
 package ckptfmt
