@@ -51,6 +51,17 @@ type RestoreReport struct {
 	// boot; their devices are recorded so that they can be unprepared, and
 	// the next StartPrepare prepares them again.
 	NoLongerPrepared []Entry
+	// Uncertain lists the entries whose last state is not known (see
+	// Entry.Uncertain), made uncertain by this Open's recovery or an
+	// earlier one and not settled since: reconcile each (see Damage). They
+	// are not in Interrupted, although they are in PrepareStarted: rolling
+	// one back could take devices from a running pod. Sorted by namespace,
+	// name, UID.
+	Uncertain []Entry
+	// Damage is set when this Open found the record damaged and recovered
+	// what it could (only under checkpoint.MoveCorruptAside): what was
+	// kept, what was copied aside, and the claims whose state it hid.
+	Damage *Damage
 }
 
 type options struct {
@@ -85,7 +96,13 @@ func ReadBootID() (string, error) {
 // Open restores the record stored in dir (creating it if needed) and takes
 // its lock; bootID is the current boot (see ReadBootID). Entries recorded in
 // another boot are reported and marked Stale. A record that cannot be read is
-// an error, never silently dropped.
+// an error, never silently dropped: by default damage is a
+// *checkpoint.CorruptError and nothing changes; with
+// WithJournalOptions(checkpoint.WithCorruptPolicy(checkpoint.MoveCorruptAside))
+// every change before the damage is restored, the claims that readable
+// changes after it name become uncertain entries (durably, before Open
+// returns), and RestoreReport.Damage says what happened and what the caller
+// must reconcile.
 func Open(dir, bootID string, opts ...Option) (*Cache, *RestoreReport, error) {
 	if bootID == "" {
 		return nil, nil, invalidf("open %s: empty boot ID", dir)
@@ -116,11 +133,21 @@ func Open(dir, bootID string, opts ...Option) (*Cache, *RestoreReport, error) {
 		}
 		c.entries[key] = &r
 		c.byName[r.ref().nameKey()] = key
+	}
+	if rec := j.Recovery(); rec != nil {
+		if report.Damage, err = c.recoverFrom(rec); err != nil {
+			j.Close()
+			return nil, nil, fmt.Errorf("claimcache: open %s: %w", dir, err)
+		}
+	}
+	for _, r := range c.entries {
 		e := r.entry(bootID)
 		if e.Stale {
 			report.RebootDetected = true
 		}
 		switch {
+		case r.Uncertain != "":
+			report.Uncertain = append(report.Uncertain, e)
 		case r.State == PrepareStarted || r.State == UnprepareStarted:
 			report.Interrupted = append(report.Interrupted, e)
 		case e.Stale:
@@ -130,6 +157,7 @@ func Open(dir, bootID string, opts ...Option) (*Cache, *RestoreReport, error) {
 	report.Entries = len(c.entries)
 	sortEntries(report.Interrupted)
 	sortEntries(report.NoLongerPrepared)
+	sortEntries(report.Uncertain)
 	return c, report, nil
 }
 
@@ -273,6 +301,7 @@ func (c *Cache) StartPrepare(ref ClaimRef, podUID string) (Entry, error) {
 		next := cur.clone()
 		next.State = PrepareStarted
 		next.BootID = c.bootID
+		next.Uncertain = "" // being prepared now, keeping every device it may hold
 		if podUID != "" {
 			next.addPod(podUID)
 		}
@@ -283,7 +312,7 @@ func (c *Cache) StartPrepare(ref ClaimRef, podUID string) (Entry, error) {
 // FinishPrepare durably records what the drivers prepared (per driver name,
 // the devices with their CDI device IDs) and moves the claim from
 // PrepareStarted to Prepared. Only a claim whose StartPrepare ran in this
-// boot can finish.
+// boot can finish (an uncertain entry needs a StartPrepare first).
 func (c *Cache) FinishPrepare(uid string, drivers map[string][]Device) (Entry, error) {
 	if uid == "" {
 		return Entry{}, invalidf("FinishPrepare: empty UID")
@@ -296,7 +325,9 @@ func (c *Cache) FinishPrepare(uid string, drivers map[string][]Device) (Entry, e
 			return nil, notFound(uid)
 		}
 		stale := cur.BootID != c.bootID
-		if cur.State != PrepareStarted || stale {
+		// An uncertain entry is in PrepareStarted without a StartPrepare
+		// having run for it.
+		if cur.State != PrepareStarted || stale || cur.Uncertain != "" {
 			return nil, &TransitionError{UID: uid, From: cur.State, Stale: stale, Op: OpFinishPrepare}
 		}
 		next := cur.clone()
@@ -321,6 +352,7 @@ func (c *Cache) StartUnprepare(uid string) (Entry, error) {
 		}
 		next := cur.clone()
 		next.State = UnprepareStarted
+		next.Uncertain = "" // on its way out, with every device it may hold
 		return next, nil
 	})
 }

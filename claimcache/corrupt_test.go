@@ -1,6 +1,7 @@
 package claimcache
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,7 +14,8 @@ import (
 
 // TestCorruptJournal: damage in the middle of the record is refused by
 // default (nothing is silently dropped); with MoveCorruptAside passed through
-// WithJournalOptions the files are kept aside and the cache starts empty.
+// WithJournalOptions what follows the damage is kept aside, and the claims
+// it names are recorded as uncertain and reported.
 func TestCorruptJournal(t *testing.T) {
 	dir := t.TempDir()
 	c, _ := openT(t, dir, bootOne)
@@ -52,12 +54,28 @@ func TestCorruptJournal(t *testing.T) {
 		t.Fatalf("Open with MoveCorruptAside: %v", err)
 	}
 	defer c.Close()
-	if rep.Entries != 0 || c.Len() != 0 {
-		t.Fatalf("after moving aside: %d entries", c.Len())
+	// u0's record is damaged: nothing names it any more, which Unknown
+	// says; u1 and u2 come after the damage: recorded, but uncertain.
+	d := rep.Damage
+	if d == nil || d.Cause == nil || d.Cause.Path != logs[0] || !d.Unknown || d.UnreadableBytes == 0 || d.KeptRecords != 0 {
+		t.Fatalf("Damage %+v, want the damage in %s, nothing kept, some bytes unreadable", d, logs[0])
 	}
-	aside, _ := filepath.Glob(filepath.Join(dir, "*.corrupt-*"))
-	if len(aside) == 0 {
-		t.Fatal("corrupt files were not kept aside")
+	if len(d.Uncertain) != 2 || d.Uncertain[0].Claim.UID != "u1" || d.Uncertain[1].Claim.UID != "u2" || !d.Uncertain[0].Recorded || d.Uncertain[0].LastSeen != string(PrepareStarted) {
+		t.Fatalf("uncertain claims %+v, want u1 and u2, recorded", d.Uncertain)
+	}
+	if len(rep.Uncertain) != 2 || len(rep.Interrupted) != 0 || c.Len() != 2 {
+		t.Fatalf("report %+v, want u1 and u2 uncertain and not interrupted", rep)
+	}
+	for _, e := range c.List() {
+		if e.State != PrepareStarted || e.Uncertain == "" || e.Claim.Name == "" {
+			t.Fatalf("entry %+v, want an uncertain PrepareStarted entry", e)
+		}
+	}
+	if len(d.Aside) != 1 {
+		t.Fatalf("aside copies %+v, want one", d.Aside)
+	}
+	if aside, err := os.ReadFile(d.Aside[0].Path); err != nil || !bytes.Equal(aside, data[d.Aside[0].Offset:]) {
+		t.Fatalf("aside copy does not hold the remainder: %v", err)
 	}
 }
 

@@ -31,12 +31,13 @@ type Op string
 
 // The operations that change a claim's entry.
 const (
-	OpStartPrepare   Op = "StartPrepare"
-	OpFinishPrepare  Op = "FinishPrepare"
-	OpStartUnprepare Op = "StartUnprepare"
-	OpRemove         Op = "Remove"
-	OpAddPod         Op = "AddPod"
-	OpRemovePod      Op = "RemovePod"
+	OpStartPrepare    Op = "StartPrepare"
+	OpFinishPrepare   Op = "FinishPrepare"
+	OpStartUnprepare  Op = "StartUnprepare"
+	OpRemove          Op = "Remove"
+	OpAddPod          Op = "AddPod"
+	OpRemovePod       Op = "RemovePod"
+	OpRecordUncertain Op = "RecordUncertain"
 )
 
 // TransitionError reports an operation that the claim's recorded state does
@@ -74,6 +75,8 @@ func transitionHint(op Op, from State, stale bool) string {
 		return "; Remove must follow StartUnprepare"
 	case op == OpAddPod:
 		return "; the claim is being unprepared"
+	case op == OpRecordUncertain:
+		return "; the claim's state is known: only a claim not recorded, or recorded as uncertain, can be recorded as uncertain"
 	}
 	return ""
 }

@@ -52,6 +52,14 @@ type record struct {
 	BootID    string         `json:"bootID"`
 	PodUIDs   []string       `json:"podUIDs,omitempty"`
 	Drivers   []driverRecord `json:"drivers,omitempty"` // sorted by Driver
+	// Uncertain, when set, says why the claim's last state is unknown
+	// (damage to the record hid changes to it; see Entry.Uncertain). Such
+	// a record is always in PrepareStarted. The field was added to format
+	// 1 without a new version on purpose: a release that does not know it
+	// ignores it and sees a PrepareStarted entry with every device that may
+	// be prepared, which is the conservative reading, whereas a new version
+	// would make every older release refuse every record.
+	Uncertain string `json:"uncertain,omitempty"`
 }
 
 type driverRecord struct {
@@ -129,11 +137,12 @@ func (r *record) setDrivers(drivers map[string][]Device) {
 // entry copies the record out for a caller.
 func (r *record) entry(currentBoot string) Entry {
 	e := Entry{
-		Claim:   r.ref(),
-		State:   r.State,
-		PodUIDs: slices.Clone(r.PodUIDs),
-		BootID:  r.BootID,
-		Stale:   r.BootID != currentBoot,
+		Claim:     r.ref(),
+		State:     r.State,
+		PodUIDs:   slices.Clone(r.PodUIDs),
+		BootID:    r.BootID,
+		Stale:     r.BootID != currentBoot,
+		Uncertain: r.Uncertain,
 	}
 	if len(r.Drivers) > 0 {
 		e.Drivers = make(map[string][]Device, len(r.Drivers))
@@ -158,7 +167,7 @@ func (r *record) entry(currentBoot string) Entry {
 // that would change nothing.
 func (r *record) equal(o *record) bool {
 	return r.Namespace == o.Namespace && r.Name == o.Name && r.UID == o.UID &&
-		r.State == o.State && r.BootID == o.BootID &&
+		r.State == o.State && r.BootID == o.BootID && r.Uncertain == o.Uncertain &&
 		slices.Equal(r.PodUIDs, o.PodUIDs) &&
 		slices.EqualFunc(r.Drivers, o.Drivers, func(a, b driverRecord) bool {
 			return a.Driver == b.Driver && slices.EqualFunc(a.Devices, b.Devices, func(x, y deviceRecord) bool {
@@ -182,6 +191,8 @@ func (r *record) check(key string) error {
 		return bad("unknown state %q", r.State)
 	case r.BootID == "":
 		return bad("empty boot ID")
+	case r.Uncertain != "" && r.State != PrepareStarted:
+		return bad("uncertain in state %s, not %s", r.State, PrepareStarted)
 	case !slices.IsSorted(r.PodUIDs):
 		return bad("pod UIDs not sorted")
 	}

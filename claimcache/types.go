@@ -84,6 +84,14 @@ type Entry struct {
 	// specs under /var/run/cdi) is gone. A stale Prepared claim is not
 	// prepared any more and StartPrepare is allowed again.
 	Stale bool
+	// Uncertain, when not empty, says why the claim's last state is not
+	// known: damage to the record hid changes that may have touched it.
+	// The entry is then in PrepareStarted (the driver may have prepared
+	// it, or part of it) and holds every device the record still names for
+	// it, so that an Unprepare reaches the driver; the caller reconciles it
+	// (see Damage). StartPrepare and StartUnprepare settle it (clear it);
+	// FinishPrepare needs a StartPrepare first.
+	Uncertain string
 }
 
 // PreparedInCurrentBoot reports whether the claim's devices are prepared
