@@ -5,18 +5,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
+
+// claimRecordDir is the claim record's directory in stateDir.
+const claimRecordDir = "claims.record"
 
 // EnvPrefix is the prefix of environment variables that set configuration
 // keys: the key upper-cased with dots replaced by underscores, e.g.
@@ -31,6 +41,10 @@ var ErrInvalidConfig = errors.New("invalid agent configuration")
 type ConfigError struct {
 	Key    string
 	Reason string
+	// Err is the underlying error, if any (a *fs.PathError for a path the
+	// agent cannot use), for errors.Is and errors.As; Reason already says
+	// what it says.
+	Err error
 }
 
 func (e *ConfigError) Error() string {
@@ -39,6 +53,9 @@ func (e *ConfigError) Error() string {
 
 // Is makes errors.Is(err, ErrInvalidConfig) match.
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Unwrap returns Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 // Config is the agent's configuration. Keys in files, flags and environment
 // variables are the mapstructure names below joined with dots.
@@ -208,16 +225,24 @@ func LoadConfig(fs *pflag.FlagSet, environ []string) (Config, error) {
 	if file == "" {
 		file = env[EnvPrefix+"_CONFIG"]
 	}
-	var raw []byte
+	var doc any // the file as written: keys in their own case
 	if file != "" {
-		var err error
-		raw, err = os.ReadFile(file)
+		raw, err := os.ReadFile(file)
 		if err != nil {
-			return Config{}, &ConfigError{Key: "config", Reason: err.Error()}
+			return Config{}, &ConfigError{Key: "config", Reason: err.Error(), Err: err}
 		}
 		v.SetConfigType("yaml")
 		if err := v.ReadConfig(bytes.NewReader(raw)); err != nil {
-			return Config{}, &ConfigError{Key: "config", Reason: fmt.Sprintf("%s: %v", file, err)}
+			return Config{}, &ConfigError{Key: "config", Reason: fmt.Sprintf("%s: %v", file, err), Err: err}
+		}
+		if doc, err = fileDocument(raw); err != nil {
+			return Config{}, &ConfigError{Key: "config", Reason: fmt.Sprintf("%s: %v", file, err), Err: err}
+		}
+		// Viper lower-cases every key: find unknown ones here, where they
+		// are still spelled as the user wrote them.
+		if keys := unknownKeys(doc, reflect.TypeFor[Config](), ""); len(keys) > 0 {
+			slices.Sort(keys)
+			return Config{}, &ConfigError{Key: strings.Join(keys, ", "), Reason: "unknown key (keys are matched without case)"}
 		}
 	}
 	// Environment variables of known keys only: an unknown DRANODE_ variable
@@ -247,17 +272,15 @@ func LoadConfig(fs *pflag.FlagSet, environ []string) (Config, error) {
 		}
 	}
 	var cfg Config
-	err := v.UnmarshalExact(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
-		mapstructure.StringToTimeDurationHookFunc(),
-		mapstructure.StringToSliceHookFunc(","),
-	)))
+	err := v.UnmarshalExact(&cfg, viper.DecodeHook(mapstructure.DecodeHookFuncValue(strictValue)),
+		func(c *mapstructure.DecoderConfig) { c.WeaklyTypedInput = false })
 	if err != nil {
 		return Config{}, decodeError(err)
 	}
-	if raw != nil {
+	if doc != nil {
 		// Viper lower-cases every key, including those inside a driver's own
 		// section; hand the driver its section as written.
-		if err := restoreDriverSections(raw, &cfg); err != nil {
+		if err := restoreDriverSections(doc, &cfg); err != nil {
 			return Config{}, err
 		}
 	}
@@ -292,57 +315,214 @@ func setDefaults(v *viper.Viper, def Config) {
 	v.SetDefault("memoryLimit", def.MemoryLimit)
 }
 
-// decodeError turns mapstructure's message into a ConfigError naming the
-// first key it complains about.
+// decodeError turns the decoder's error into a ConfigError naming the first
+// key it complains about.
 func decodeError(err error) error {
-	msg := err.Error()
 	var de *mapstructure.DecodeError
-	if errors.As(err, &de) {
-		reason := de.Unwrap().Error()
-		if keys, ok := strings.CutPrefix(reason, "has invalid keys: "); ok {
-			var full []string
-			for _, k := range strings.Split(keys, ", ") {
-				if de.Name() != "" {
-					k = de.Name() + "." + k
-				}
-				full = append(full, k)
+	if !errors.As(err, &de) {
+		return &ConfigError{Key: "?", Reason: err.Error(), Err: err}
+	}
+	reason := de.Unwrap().Error()
+	if keys, ok := strings.CutPrefix(reason, "has invalid keys: "); ok {
+		// Only keys that did not come from the file can get here (those
+		// are found as written by unknownKeys), so lower case is all there is.
+		var full []string
+		for _, k := range strings.Split(keys, ", ") {
+			if de.Name() != "" {
+				k = de.Name() + "." + k
 			}
-			return &ConfigError{Key: strings.Join(full, ", "), Reason: "unknown key (keys are matched without case)"}
+			full = append(full, k)
 		}
-		return &ConfigError{Key: de.Name(), Reason: reason}
+		return &ConfigError{Key: strings.Join(full, ", "), Reason: "unknown key (keys are matched without case)"}
 	}
-	if i := strings.Index(msg, "invalid keys: "); i >= 0 {
-		return &ConfigError{Key: strings.TrimSpace(msg[i+len("invalid keys: "):]), Reason: "unknown key"}
-	}
-	if i := strings.Index(msg, "'"); i >= 0 {
-		if j := strings.Index(msg[i+1:], "'"); j >= 0 {
-			return &ConfigError{Key: msg[i+1 : i+1+j], Reason: msg}
-		}
-	}
-	return &ConfigError{Key: "?", Reason: msg}
+	return &ConfigError{Key: de.Name(), Reason: reason, Err: de.Unwrap()}
 }
 
-func restoreDriverSections(raw []byte, cfg *Config) error {
-	var doc struct {
-		Plugins struct {
-			Drivers []struct {
-				Config json.RawMessage `json:"config"`
-			} `json:"drivers"`
-		} `json:"plugins"`
+var durationType = reflect.TypeFor[time.Duration]()
+
+// strictValue converts a value from the file, an environment variable or a
+// flag to the type of its key, or says why it cannot, quoting the value. It
+// guesses nothing: a number without a unit is not a duration (the file would
+// otherwise read 30 as 30ns where the variable and the flag refuse "30"), a
+// single value is not a list, a fraction is not a whole number.
+func strictValue(from, to reflect.Value) (any, error) {
+	v := from.Interface()
+	switch to.Kind() {
+	case reflect.Int64:
+		if to.Type() != durationType {
+			break
+		}
+		s, ok := scalarString(from)
+		if !ok {
+			return nil, fmt.Errorf("must be a duration with a unit (\"30s\", \"100ms\"), got %s", describe(from))
+		}
+		d, err := time.ParseDuration(s)
+		if err == nil {
+			return d, nil
+		}
+		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
+			return nil, fmt.Errorf("%q has no unit: write it with one, as in %q or %q", s, s+"s", s+"ms")
+		}
+		return nil, fmt.Errorf("%q is not a duration (a number with a unit: \"30s\", \"100ms\", \"1m30s\")", s)
+	case reflect.Slice:
+		if k := from.Kind(); k != reflect.Slice && k != reflect.Array {
+			return nil, fmt.Errorf("must be a list (as in [\"a\", \"b\"]), got %s", describe(from))
+		}
+	case reflect.Struct, reflect.Map:
+		if from.Kind() != reflect.Map {
+			return nil, fmt.Errorf("must be a mapping of keys to values, got %s", describe(from))
+		}
+	case reflect.String:
+		// A number is a string where a string is wanted (nodeName: 123).
+		if s, ok := scalarString(from); ok {
+			return s, nil
+		}
+		return nil, fmt.Errorf("must be a string, got %s", describe(from))
+	case reflect.Bool:
+		switch x := v.(type) {
+		case bool:
+			return x, nil
+		case string:
+			if b, err := strconv.ParseBool(x); err == nil {
+				return b, nil
+			}
+		}
+		return nil, fmt.Errorf("must be true or false, got %s", describe(from))
+	case reflect.Int:
+		if s, ok := scalarString(from); ok {
+			if n, err := strconv.Atoi(s); err == nil {
+				return n, nil
+			}
+		}
+		return nil, fmt.Errorf("must be a whole number, got %s", describe(from))
+	case reflect.Float32:
+		if s, ok := scalarString(from); ok {
+			if f, err := strconv.ParseFloat(s, 32); err == nil {
+				return float32(f), nil
+			}
+		}
+		return nil, fmt.Errorf("must be a number, got %s", describe(from))
 	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return &ConfigError{Key: "plugins.drivers", Reason: err.Error()}
+	return v, nil
+}
+
+// scalarString is a string, number or boolean as text, as written.
+func scalarString(v reflect.Value) (string, bool) {
+	switch v.Kind() {
+	case reflect.String:
+		return v.String(), true
+	case reflect.Bool:
+		return strconv.FormatBool(v.Bool()), true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(v.Int(), 10), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return strconv.FormatUint(v.Uint(), 10), true
+	case reflect.Float32, reflect.Float64:
+		return strconv.FormatFloat(v.Float(), 'f', -1, 64), true
 	}
-	if len(doc.Plugins.Drivers) != len(cfg.Plugins.Drivers) {
-		return nil // drivers came from elsewhere; keep what viper decoded
+	return "", false
+}
+
+// describe names a value for an error: strings quoted, collections by kind.
+func describe(v reflect.Value) string {
+	switch v.Kind() {
+	case reflect.String:
+		return strconv.Quote(v.String())
+	case reflect.Map:
+		return "a mapping"
+	case reflect.Slice, reflect.Array:
+		return "a list"
 	}
-	for i, d := range doc.Plugins.Drivers {
-		if len(d.Config) == 0 || string(d.Config) == "null" {
+	if s, ok := scalarString(v); ok {
+		return s
+	}
+	return v.Type().String()
+}
+
+// fileDocument is the configuration file as generic values, keys as written.
+func fileDocument(raw []byte) (any, error) {
+	data, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	var doc any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+// lookupKey finds key in a mapping the way the configuration does: without
+// case.
+func lookupKey(m map[string]any, key string) (any, bool) {
+	for k, v := range m {
+		if strings.EqualFold(k, key) {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// unknownKeys returns the keys of doc that t (Config or one of its sections)
+// does not have, each with its path, spelled as written. A driver's own
+// section is the driver's: its keys are not looked at. A value of the wrong
+// shape is left for the decoder to report.
+func unknownKeys(doc any, t reflect.Type, path string) []string {
+	m, ok := doc.(map[string]any)
+	if !ok {
+		return nil
+	}
+	var unknown []string
+	for k, v := range m {
+		f, ok := fieldForKey(t, k)
+		if !ok {
+			unknown = append(unknown, path+k)
 			continue
 		}
-		var m map[string]any
-		if err := json.Unmarshal(d.Config, &m); err != nil {
-			return &ConfigError{Key: fmt.Sprintf("plugins.drivers[%d].config", i), Reason: "must be a mapping: " + err.Error()}
+		switch ft := f.Type; {
+		case ft.Kind() == reflect.Struct:
+			unknown = append(unknown, unknownKeys(v, ft, path+k+".")...)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			list, _ := v.([]any)
+			for j, e := range list {
+				unknown = append(unknown, unknownKeys(e, ft.Elem(), fmt.Sprintf("%s%s[%d].", path, k, j))...)
+			}
+		}
+	}
+	return unknown
+}
+
+// fieldForKey is the field of struct type t that key names, without case.
+func fieldForKey(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		if f := t.Field(i); strings.EqualFold(f.Tag.Get("mapstructure"), key) {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// restoreDriverSections replaces each driver's section with the one in doc,
+// the file as written: viper lower-cases every key, including those inside
+// a driver's own section.
+func restoreDriverSections(doc any, cfg *Config) error {
+	root, _ := doc.(map[string]any)
+	plugins, _ := lookupKey(root, "plugins")
+	pm, _ := plugins.(map[string]any)
+	drivers, _ := lookupKey(pm, "drivers")
+	list, _ := drivers.([]any)
+	if len(list) != len(cfg.Plugins.Drivers) {
+		return nil // drivers came from elsewhere; keep what viper decoded
+	}
+	for i, d := range list {
+		dm, _ := d.(map[string]any)
+		section, _ := lookupKey(dm, "config")
+		if section == nil {
+			continue
+		}
+		m, ok := section.(map[string]any)
+		if !ok {
+			return &ConfigError{Key: fmt.Sprintf("plugins.drivers[%d].config", i), Reason: fmt.Sprintf("must be a mapping, got %s", describe(reflect.ValueOf(section)))}
 		}
 		cfg.Plugins.Drivers[i].Config = m
 	}
@@ -402,8 +582,14 @@ func (c Config) Validate() error {
 		return bad("claims.burst", "must be at least 1, got %d", c.Claims.Burst)
 	}
 	if c.HTTP.Address != "" {
-		if _, _, err := net.SplitHostPort(c.HTTP.Address); err != nil {
+		_, port, err := net.SplitHostPort(c.HTTP.Address)
+		if err != nil {
 			return bad("http.address", "%q is not host:port: %v", c.HTTP.Address, err)
+		}
+		// What net.Listen accepts: a number up to 65535 or a service name
+		// (from /etc/services, never the network).
+		if _, err := net.LookupPort("tcp", port); err != nil {
+			return bad("http.address", "%q: port %q is not a port number (0 to 65535) or a known service name", c.HTTP.Address, port)
 		}
 	}
 	if len(c.Plugins.Drivers) == 0 {
@@ -424,6 +610,184 @@ func (c Config) Validate() error {
 		names = append(names, d.Name)
 	}
 	return nil
+}
+
+// The access(2) modes CheckNode asks about.
+const (
+	accessRead   = 0x4
+	accessWrite  = 0x2
+	accessSearch = 0x1
+)
+
+// CheckNode checks cfg against the machine it runs on, as far as that can be
+// done without the API server and without creating or changing anything: what
+// the agent would refuse at start, or fail on the first time it used the
+// path. bootIDFile is a readable regular file that is not empty; kubeconfig
+// loads (in a pod without one, the in-cluster configuration); stateDir, the
+// kubelet directories, cdi.dir and, in standalone mode, slices.dryRunDir are
+// directories the process can write, or can create (the nearest existing
+// parent is a directory it can write); a claim record already in stateDir is
+// a writable directory; claims.dir, if it exists in standalone mode, is a
+// readable directory; http.address's host, if an IP address, is one of this
+// machine's. The plugin binaries are CheckPluginBinaries's.
+//
+// It returns the checks it could not make, one line each naming the key
+// ("kubeconfig: whether the API server ... answers ..."), and an error
+// joining one *ConfigError per key that failed (or Validate's error).
+func CheckNode(cfg Config) (notChecked []string, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var errs []error
+	fail := func(key string, err error) {
+		errs = append(errs, &ConfigError{Key: key, Reason: err.Error(), Err: err})
+	}
+	skip := func(format string, args ...any) {
+		notChecked = append(notChecked, fmt.Sprintf(format, args...))
+	}
+
+	if err := checkBootIDFile(cfg.BootIDFile); err != nil {
+		fail("bootIDFile", err)
+	}
+	// The mode, chosen as Start chooses it.
+	standalone := false
+	switch {
+	case cfg.Kubeconfig != "":
+		if rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig); err != nil {
+			fail("kubeconfig", err)
+		} else {
+			skip("kubeconfig: whether the API server %s answers and accepts the credentials (needs the API server)", rc.Host)
+		}
+	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
+		if rc, err := rest.InClusterConfig(); err != nil {
+			fail("kubeconfig", fmt.Errorf("empty, and the in-cluster configuration cannot be used: %w", err))
+		} else {
+			skip("kubeconfig: empty, in-cluster: whether the API server %s answers and accepts the service account (needs the API server)", rc.Host)
+		}
+	default:
+		standalone = true
+	}
+
+	dirs := []struct{ key, path string }{
+		{"stateDir", cfg.StateDir},
+		{"kubelet.registryDir", cfg.Kubelet.RegistryDir},
+		{"kubelet.pluginsDir", cfg.Kubelet.PluginsDir},
+		{"cdi.dir", cfg.CDI.Dir},
+	}
+	if standalone {
+		dirs = append(dirs, struct{ key, path string }{"slices.dryRunDir", cfg.Slices.DryRunDir})
+	}
+	for _, d := range dirs {
+		checked, err := checkWritableDir(d.path)
+		switch {
+		case err != nil:
+			fail(d.key, err)
+		case !checked:
+			skip("%s: whether %s is writable (not asked on %s)", d.key, d.path, runtime.GOOS)
+		case d.key == "stateDir":
+			// The claim record, if there is one already.
+			record := filepath.Join(cfg.StateDir, claimRecordDir)
+			if _, err := os.Lstat(record); err == nil {
+				if _, err := checkWritableDir(record); err != nil {
+					fail(d.key, fmt.Errorf("the claim record: %w", err))
+				}
+			}
+		}
+	}
+	if standalone {
+		if fi, err := os.Stat(cfg.Claims.Dir); err == nil {
+			if !fi.IsDir() {
+				fail("claims.dir", fmt.Errorf("%s is not a directory", cfg.Claims.Dir))
+			} else if _, err := canAccess(cfg.Claims.Dir, accessRead|accessSearch); err != nil {
+				fail("claims.dir", fmt.Errorf("%s is not readable (%w)", cfg.Claims.Dir, err))
+			}
+		}
+	}
+
+	if cfg.HTTP.Address != "" {
+		host, port, _ := net.SplitHostPort(cfg.HTTP.Address) // Validate checked it
+		if ip := net.ParseIP(host); ip != nil {
+			if !ip.IsUnspecified() && !ip.IsLoopback() && !isLocalAddress(ip) {
+				fail("http.address", fmt.Errorf("%s is not an address of this machine", host))
+			}
+		} else if host != "" {
+			skip("http.address: whether %q names an address of this machine (needs name resolution)", host)
+		}
+		if port != "" && port != "0" {
+			skip("http.address: whether port %s is free (an agent running now holds it)", port)
+		}
+	}
+	skip("plugins.drivers: whether each plugin starts and answers (needs running it)")
+	return notChecked, errors.Join(errs...)
+}
+
+// checkBootIDFile fails where Start's reading of the boot ID would, without
+// reading more than a boot ID's worth (or blocking on a FIFO).
+func checkBootIDFile(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(string(data)) == "" {
+		return fmt.Errorf("%s is empty", path)
+	}
+	return nil
+}
+
+// checkWritableDir reports whether the process could create dir, as
+// os.MkdirAll does, and write in it, without creating anything: dir is a
+// directory it can write and search, or dir's nearest existing parent is.
+// checked is false where the platform cannot be asked.
+func checkWritableDir(dir string) (checked bool, err error) {
+	for p := dir; ; {
+		fi, err := os.Stat(p)
+		if err == nil {
+			what := p + " is"
+			if p != dir {
+				what = fmt.Sprintf("%s cannot be created: %s is", dir, p)
+			}
+			if !fi.IsDir() {
+				return true, fmt.Errorf("%s not a directory", what)
+			}
+			checked, err := canAccess(p, accessWrite|accessSearch)
+			if err != nil {
+				return true, fmt.Errorf("%s not writable (%w)", what, err)
+			}
+			return checked, nil
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return true, err
+		}
+		// Missing, or under a file: look at the parent.
+		parent := filepath.Dir(p)
+		if parent == p {
+			return true, err
+		}
+		p = parent
+	}
+}
+
+func isLocalAddress(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // cannot tell; Start will
+	}
+	return slices.ContainsFunc(addrs, func(a net.Addr) bool {
+		n, ok := a.(*net.IPNet)
+		return ok && n.IP.Equal(ip)
+	})
 }
 
 func isDNSSubdomain(s string) bool {

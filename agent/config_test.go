@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +197,187 @@ func TestExampleConfigsLoad(t *testing.T) {
 	}
 	if c.Status.Allocation == nil || !selectsNode(c.Status.Allocation, "dranode-dev") {
 		t.Errorf("sample claim not allocated to dranode-dev: %+v", c.Status)
+	}
+}
+
+// durationKeys lists every time.Duration key of Config, found by walking
+// its mapstructure tags, so a duration key added later is tested too.
+func durationKeys(t reflect.Type, prefix string) []string {
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key := prefix + f.Tag.Get("mapstructure")
+		switch {
+		case f.Type == reflect.TypeFor[time.Duration]():
+			keys = append(keys, key)
+		case f.Type.Kind() == reflect.Struct:
+			keys = append(keys, durationKeys(f.Type, key+".")...)
+		}
+	}
+	return keys
+}
+
+// yamlFor writes key: value as nested YAML mappings.
+func yamlFor(key, value string) string {
+	parts := strings.Split(key, ".")
+	var b strings.Builder
+	for i, p := range parts {
+		b.WriteString(strings.Repeat("  ", i) + p + ":")
+		if i < len(parts)-1 {
+			b.WriteString("\n")
+		}
+	}
+	return b.String() + " " + value + "\n"
+}
+
+func flagFor(t *testing.T, key string) string {
+	t.Helper()
+	for _, f := range flagKeys {
+		if f.key == key {
+			return f.flag
+		}
+	}
+	t.Fatalf("no flag for key %s", key)
+	return ""
+}
+
+// A duration without a unit is refused from every source, with the key and
+// the value; YAML used to read `30` as 30ns.
+func TestConfigDurationNeedsUnit(t *testing.T) {
+	const drivers = "plugins:\n  drivers:\n    - path: /bin/p\n      sha256: \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n"
+	keys := durationKeys(reflect.TypeFor[Config](), "")
+	if len(keys) < 2 {
+		t.Fatalf("duration keys %v: expected at least shutdownTimeout and slices.syncDelay", keys)
+	}
+	for _, key := range keys {
+		for _, value := range []string{"30", "100", "1.5", "-7"} {
+			for _, src := range []string{"yaml", "yaml-quoted", "env", "flag"} {
+				t.Run(key+"/"+value+"/"+src, func(t *testing.T) {
+					file, args, env := drivers, []string(nil), []string(nil)
+					switch src {
+					case "yaml":
+						file += yamlFor(key, value)
+					case "yaml-quoted":
+						file += yamlFor(key, `"`+value+`"`)
+					case "env":
+						env = []string{envName(key) + "=" + value}
+					case "flag":
+						args = []string{"--" + flagFor(t, key), value}
+					}
+					cfg, err := LoadConfig(flags(t, append([]string{"--config", writeFile(t, file)}, args...)...), env)
+					var ce *ConfigError
+					if !errors.As(err, &ce) {
+						t.Fatalf("loaded %s=%s without a unit: shutdownTimeout %v, syncDelay %v (err %v)", key, value, cfg.ShutdownTimeout, cfg.Slices.SyncDelay, err)
+					}
+					if ce.Key != key || !strings.Contains(err.Error(), `"`+value+`"`) || !strings.Contains(err.Error(), "unit") {
+						t.Errorf("error %q: want key %q, the value %q quoted and the missing unit named", err, key, value)
+					}
+				})
+			}
+		}
+	}
+	// Zero needs no unit (time.ParseDuration agrees), from any source.
+	for _, src := range [][]string{{"file"}, {"env"}} {
+		file, env := drivers, []string(nil)
+		if src[0] == "file" {
+			file += yamlFor("slices.syncDelay", "0")
+		} else {
+			env = []string{"DRANODE_SLICES_SYNCDELAY=0"}
+		}
+		cfg, err := LoadConfig(flags(t, "--config", writeFile(t, file)), env)
+		if err != nil || cfg.Slices.SyncDelay != 0 {
+			t.Errorf("syncDelay 0 from %s: %v, %v", src[0], cfg.Slices.SyncDelay, err)
+		}
+	}
+}
+
+// A list key given a single value is refused, not turned into a list.
+func TestConfigListKeyRefusesScalar(t *testing.T) {
+	const digest = "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\""
+	for _, tt := range []struct{ name, file, wantKey, wantValue string }{
+		{"args quoted string", "plugins:\n  drivers:\n    - path: /bin/p\n      sha256: " + digest + "\n      args: \"--foo\"\n", "plugins.drivers[0].args", `"--foo"`},
+		{"args plain string", "plugins:\n  drivers:\n    - path: /bin/p\n      sha256: " + digest + "\n      args: --foo,--bar\n", "plugins.drivers[0].args", `"--foo,--bar"`},
+		{"args number", "plugins:\n  drivers:\n    - path: /bin/p\n      sha256: " + digest + "\n      args: 3\n", "plugins.drivers[0].args", "3"},
+		{"drivers a mapping", "plugins:\n  drivers:\n    path: /bin/p\n    sha256: " + digest + "\n", "plugins.drivers", "mapping"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := LoadConfig(flags(t, "--config", writeFile(t, tt.file)), nil)
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("accepted: %+v (err %v)", cfg.Plugins.Drivers, err)
+			}
+			if ce.Key != tt.wantKey || !strings.Contains(ce.Reason, tt.wantValue) || !strings.Contains(ce.Reason, "list") {
+				t.Errorf("error %q: want key %q and a reason naming a list and %s", err, tt.wantKey, tt.wantValue)
+			}
+		})
+	}
+}
+
+// Unknown keys are reported as the file spells them, all of them.
+func TestConfigUnknownKeysAsWritten(t *testing.T) {
+	const drivers = "plugins:\n  drivers:\n    - path: /bin/p\n      sha256: \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n"
+	for _, tt := range []struct{ name, file, wantKey string }{
+		{"top level", "nodeNmae: x\n" + drivers, "nodeNmae"},
+		{"nested", "kubelet:\n  registyDir: /x\n" + drivers, "kubelet.registyDir"},
+		{"parent in other case", "Kubelet:\n  RegistyDir: /x\n" + drivers, "Kubelet.RegistyDir"},
+		{"in a driver", "plugins:\n  drivers:\n    - path: /bin/p\n      sha256: \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n      Argz: [a]\n", "plugins.drivers[0].Argz"},
+		{"two, sorted", "zKey: 1\naKey: 2\n" + drivers, "aKey, zKey"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadConfig(flags(t, "--config", writeFile(t, tt.file)), nil)
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v, want a *ConfigError", err)
+			}
+			if ce.Key != tt.wantKey || !strings.Contains(ce.Reason, "unknown") {
+				t.Errorf("error %q names key %q, want %q", err, ce.Key, tt.wantKey)
+			}
+		})
+	}
+	// Keys still match without case, and the driver's own section is the
+	// driver's business.
+	if _, err := LoadConfig(flags(t, "--config", writeFile(t, "NodeName: n\nSLICES:\n  SyncDelay: 1s\n"+
+		"plugins:\n  drivers:\n    - path: /bin/p\n      sha256: \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n      config: {anyKey: 1, Nested: {x: y}}\n")), nil); err != nil {
+		t.Errorf("keys in another case or in a driver's section refused: %v", err)
+	}
+}
+
+// A value that does not parse is quoted in the error, whatever its source.
+func TestConfigParseErrorQuotesValue(t *testing.T) {
+	const drivers = "plugins:\n  drivers:\n    - path: /bin/p\n      sha256: \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n"
+	for _, tt := range []struct {
+		name, file       string
+		args, env        []string
+		wantKey, wantVal string
+	}{
+		{name: "qps from env", env: []string{"DRANODE_CLAIMS_QPS=fast"}, wantKey: "claims.qps", wantVal: `"fast"`},
+		{name: "qps in file", file: "claims:\n  qps: fast\n", wantKey: "claims.qps", wantVal: `"fast"`},
+		{name: "burst from flag", args: []string{"--claims-burst", "1.5"}, wantKey: "claims.burst", wantVal: `"1.5"`},
+		{name: "burst in file", file: "claims:\n  burst: many\n", wantKey: "claims.burst", wantVal: `"many"`},
+		{name: "burst fraction in file", file: "claims:\n  burst: 1.5\n", wantKey: "claims.burst", wantVal: "1.5"},
+		{name: "pprof in file", file: "http:\n  pprof: sometimes\n", wantKey: "http.pprof", wantVal: `"sometimes"`},
+		{name: "pprof from env", env: []string{"DRANODE_HTTP_PPROF=yes please"}, wantKey: "http.pprof", wantVal: `"yes please"`},
+		{name: "duration garbage", file: "shutdownTimeout: soon\n", wantKey: "shutdownTimeout", wantVal: `"soon"`},
+		{name: "a mapping for a string", file: "nodeName: {a: b}\n", wantKey: "nodeName", wantVal: "mapping"},
+		{name: "port out of range", args: []string{"--http-address", ":99999"}, wantKey: "http.address", wantVal: `":99999"`},
+		{name: "negative port", file: "http:\n  address: \"127.0.0.1:-1\"\n", wantKey: "http.address", wantVal: `"127.0.0.1:-1"`},
+		{name: "port 65536", env: []string{"DRANODE_HTTP_ADDRESS=[::1]:65536"}, wantKey: "http.address", wantVal: `"[::1]:65536"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"--config", writeFile(t, tt.file+drivers)}, tt.args...)
+			_, err := LoadConfig(flags(t, args...), tt.env)
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v, want a *ConfigError", err)
+			}
+			if ce.Key != tt.wantKey || !strings.Contains(ce.Reason, tt.wantVal) {
+				t.Errorf("error %q: want key %q and %s in the reason", err, tt.wantKey, tt.wantVal)
+			}
+		})
+	}
+	for _, addr := range []string{":0", "127.0.0.1:65535", "[::1]:8085", ""} {
+		if _, err := LoadConfig(flags(t, "--config", writeFile(t, drivers), "--http-address", addr), nil); err != nil {
+			t.Errorf("http.address %q refused: %v", addr, err)
+		}
 	}
 }

@@ -2,12 +2,13 @@
 // package and its README for the configuration.
 //
 //	dranode-agent --config /etc/dranode/agent.yaml   run the agent
-//	dranode-agent config validate --config FILE      check the merged configuration and plugin digests
+//	dranode-agent config validate --config FILE      check the merged configuration against this node
 //	dranode-agent config print --config FILE         print it (YAML)
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -62,7 +63,13 @@ func newCommand() *cobra.Command {
 
 	cfgCmd := &cobra.Command{Use: "config", Short: "inspect the configuration"}
 	validate := &cobra.Command{
-		Use: "validate", Short: "merge flags, DRANODE_ environment, file and defaults, and check the result and the plugin binaries' sha256",
+		Use:   "validate",
+		Short: "merge flags, DRANODE_ environment, file and defaults, and check the result against this node: paths, plugin binaries' sha256, kubeconfig",
+		Long: `Merges the configuration as the agent does and checks what the agent would
+refuse at start on the node this runs on, without creating or changing
+anything: paths (exist, are directories, writable or creatable), the boot ID
+file, the kubeconfig, the plugin binaries' sha256, the HTTP address. What it
+cannot check here (the API server, free ports) is listed as "not checked".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := agent.LoadConfig(cmd.Flags(), os.Environ())
@@ -71,11 +78,15 @@ func newCommand() *cobra.Command {
 			}
 			// The binaries too: a digest that does not match is what the
 			// running agent would refuse the plugin for.
-			warnings, err := agent.CheckPluginBinaries(cfg)
+			warnings, pluginErr := agent.CheckPluginBinaries(cfg)
 			for _, w := range warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
-			if err != nil {
+			notChecked, nodeErr := agent.CheckNode(cfg)
+			for _, n := range notChecked {
+				fmt.Fprintln(cmd.OutOrStdout(), "not checked:", n)
+			}
+			if err := errors.Join(nodeErr, pluginErr); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "configuration is valid")
