@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/dranode/dranode/checkpoint/durable"
 	"github.com/dranode/dranode/inventory"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,8 +54,9 @@ func (d DryRun) Slices(inv inventory.Inventory) ([]*resourceapi.ResourceSlice, e
 }
 
 // WriteDir writes one YAML file per slice of inv to dir (created if
-// missing), named after the slice, each durably (written to a temporary
-// file, synced, renamed). Files of this node and driver from an earlier call
+// missing), named after the slice, each durably with mode 0644
+// (checkpoint/durable: a temporary file, synced, renamed, the directory
+// synced). Files of this node and driver from an earlier call
 // that are no longer wanted are removed; other files are left alone. It
 // returns the paths written. An invalid inventory writes nothing.
 func (d DryRun) WriteDir(dir string, inv inventory.Inventory) ([]string, error) {
@@ -73,8 +75,8 @@ func (d DryRun) WriteDir(dir string, inv inventory.Inventory) ([]string, error) 
 			return paths, fmt.Errorf("sliceclient: encoding ResourceSlice %s: %w", s.Name, err)
 		}
 		path := filepath.Join(dir, s.Name+".yaml")
-		if err := writeFileDurably(path, data); err != nil {
-			return paths, err
+		if err := durable.WriteFile(path, data, 0o644); err != nil {
+			return paths, fmt.Errorf("sliceclient: dry run: %w", err)
 		}
 		keep[path] = true
 		paths = append(paths, path)
@@ -88,8 +90,9 @@ func (d DryRun) WriteDir(dir string, inv inventory.Inventory) ([]string, error) 
 			return paths, fmt.Errorf("sliceclient: removing stale dry-run file: %w", err)
 		}
 	}
-	if err := syncDir(dir); err != nil {
-		return paths, err
+	// The removals above are durable only once the directory is synced.
+	if err := durable.SyncDir(dir); err != nil {
+		return paths, fmt.Errorf("sliceclient: dry run: %w", err)
 	}
 	return paths, nil
 }
@@ -120,39 +123,4 @@ func (d DryRun) staleFiles(dir string, keep map[string]bool) ([]string, error) {
 		}
 	}
 	return stale, nil
-}
-
-func writeFileDurably(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("sliceclient: writing %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sliceclient: writing %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sliceclient: syncing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("sliceclient: closing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("sliceclient: renaming into %s: %w", path, err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sliceclient: syncing directory %s: %w", dir, err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sliceclient: syncing directory %s: %w", dir, err)
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ module github.com/dranode/dranode/sliceclient
 go 1.26.0
 
 require (
+	github.com/dranode/dranode/checkpoint v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/inventory v0.0.0-00010101000000-000000000000
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -56,4 +57,8 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
-replace github.com/dranode/dranode/inventory => ../inventory
+replace (
+	github.com/dranode/dranode/checkpoint => ../checkpoint
+	github.com/dranode/dranode/inventory => ../inventory
+)
+

@@ -3,6 +3,7 @@ module github.com/dranode/dranode/compat/slicebench
 go 1.26.0
 
 replace (
+	github.com/dranode/dranode/checkpoint => ../../checkpoint
 	github.com/dranode/dranode/inventory => ../../inventory
 	github.com/dranode/dranode/sliceclient => ../../sliceclient
 	github.com/dranode/dranode/tools/envtest => ../../tools/envtest
@@ -21,6 +22,7 @@ require (
 
 require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
+	github.com/dranode/dranode/checkpoint v0.0.0-00010101000000-000000000000 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
