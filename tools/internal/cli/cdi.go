@@ -27,26 +27,24 @@ var ErrInvalidSpecs = errors.New("invalid CDI specs")
 const maxSpecBytes = 16 << 20
 
 func cdiCommand() *cobra.Command {
-	parse := &cobra.Command{
+	parse := leaf(&cobra.Command{
 		Use:   "parse NAME",
 		Short: "split a fully qualified CDI device name (vendor/class=name) and check every part",
 		Args:  exactArgs("NAME"),
-	}
-	parseOut := outputFlag(parse)
-	parse.RunE = func(c *cobra.Command, args []string) error { return runCDIParse(c.OutOrStdout(), args[0], *parseOut) }
+	}, func(c *cobra.Command, args []string, format outputFormat) error {
+		return runCDIParse(c.OutOrStdout(), args[0], format)
+	})
 
-	validate := &cobra.Command{
+	validate := leaf(&cobra.Command{
 		Use:   "validate PATH",
 		Short: "validate a CDI spec file, or every spec (*.json, *.yaml) in a directory, listing every problem",
 		Long: `Specs are checked by the rules container runtimes apply when they load them.
 The command fails if any spec has a problem; every problem of every spec is
 listed first.`,
 		Args: exactArgs("PATH"),
-	}
-	validateOut := outputFlag(validate)
-	validate.RunE = func(c *cobra.Command, args []string) error {
-		return runCDIValidate(c.OutOrStdout(), args[0], *validateOut)
-	}
+	}, func(c *cobra.Command, args []string, format outputFormat) error {
+		return runCDIValidate(c.OutOrStdout(), args[0], format)
+	})
 
 	sweep := &cobra.Command{
 		Use:   "sweep --driver NAME | --kind VENDOR/CLASS [--keep UID,...] [--dir DIR] [--yes]",
@@ -58,7 +56,6 @@ The dranode agent writes a driver's specs as kind <driver name>/claim, which
 and files that cannot be read as a spec, are never touched.`,
 		Args: exactArgs(),
 	}
-	sweepOut := outputFlag(sweep)
 	fs := sweep.Flags()
 	dir := fs.String("dir", "/var/run/cdi", "CDI spec directory")
 	driver := fs.String("driver", "", "DRA driver name; its specs are of kind <driver>/"+cdi.ClaimClass+", as the dranode agent writes them")
@@ -66,7 +63,7 @@ and files that cannot be read as a spec, are never touched.`,
 	keep := fs.String("keep", "", "comma-separated claim UIDs whose specs stay")
 	yes := fs.Bool("yes", false, "really remove the files (default: only list them)")
 	fs.BoolVar(yes, "apply", false, "same as --yes")
-	sweep.RunE = func(c *cobra.Command, _ []string) error {
+	leaf(sweep, func(c *cobra.Command, _ []string, format outputFormat) error {
 		k := *kind
 		switch {
 		case *driver != "" && k != "":
@@ -76,8 +73,8 @@ and files that cannot be read as a spec, are never touched.`,
 		case k == "":
 			return usagef("--driver (or --kind) is required")
 		}
-		return runCDISweep(c.OutOrStdout(), *dir, k, *keep, *yes, *sweepOut)
-	}
+		return runCDISweep(c.OutOrStdout(), *dir, k, *keep, *yes, format)
+	})
 
 	return group(&cobra.Command{
 		Use:   "cdi",

@@ -72,7 +72,7 @@ type checkpointReport struct {
 }
 
 func checkpointCommand() *cobra.Command {
-	inspect := &cobra.Command{
+	inspect := leaf(&cobra.Command{
 		Use:   "inspect PATH",
 		Short: "recognise a state file by its content, verify its checksums and print it",
 		Long: `PATH is one of:
@@ -84,23 +84,19 @@ The format is told by the content, not the name. A corrupt file or one written
 by a newer format version makes the command fail. Anything but a regular file
 or a directory (a device, a FIFO) is refused without being opened.`,
 		Args: exactArgs("PATH"),
-	}
-	inspectOut := outputFlag(inspect)
-	inspect.RunE = func(c *cobra.Command, args []string) error {
-		return runCheckpointRead(c.Context(), c.OutOrStdout(), args[0], *inspectOut, true)
-	}
+	}, func(c *cobra.Command, args []string, format outputFormat) error {
+		return runCheckpointRead(c.Context(), c.OutOrStdout(), args[0], format, true)
+	})
 
-	verify := &cobra.Command{
+	verify := leaf(&cobra.Command{
 		Use:   "verify PATH",
 		Short: "check a state file's checksums and version without printing its contents",
 		Args:  exactArgs("PATH"),
-	}
-	verifyOut := outputFlag(verify)
-	verify.RunE = func(c *cobra.Command, args []string) error {
-		return runCheckpointRead(c.Context(), c.OutOrStdout(), args[0], *verifyOut, false)
-	}
+	}, func(c *cobra.Command, args []string, format outputFormat) error {
+		return runCheckpointRead(c.Context(), c.OutOrStdout(), args[0], format, false)
+	})
 
-	migrate := &cobra.Command{
+	migrate := leaf(&cobra.Command{
 		Use:   "migrate PATH",
 		Short: "upgrade a dranode claim record to the current format version, keeping a backup",
 		Long: `PATH is a claim record journal directory (or a file in it). The directory is
@@ -108,11 +104,9 @@ first copied, durably, to PATH.bak-<UTC timestamp>; then the record is opened
 with the current code, which rewrites older versions. A corrupt record or one of
 a newer version is refused and left untouched.`,
 		Args: exactArgs("PATH"),
-	}
-	migrateOut := outputFlag(migrate)
-	migrate.RunE = func(c *cobra.Command, args []string) error {
-		return runCheckpointMigrate(c.Context(), c.OutOrStdout(), args[0], *migrateOut)
-	}
+	}, func(c *cobra.Command, args []string, format outputFormat) error {
+		return runCheckpointMigrate(c.Context(), c.OutOrStdout(), args[0], format)
+	})
 
 	return group(&cobra.Command{
 		Use:   "checkpoint",

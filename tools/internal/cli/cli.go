@@ -108,6 +108,14 @@ func group(c *cobra.Command, children ...*cobra.Command) *cobra.Command {
 	return c
 }
 
+// leaf gives c the -o/--output flag and makes it run run with the format
+// chosen. c's other flags are added before, their values read by run.
+func leaf(c *cobra.Command, run func(c *cobra.Command, args []string, format outputFormat) error) *cobra.Command {
+	out := outputFlag(c)
+	c.RunE = func(c *cobra.Command, args []string) error { return run(c, args, *out) }
+	return c
+}
+
 // exactArgs checks the number of positional arguments, naming the missing
 // or the first unexpected one.
 func exactArgs(names ...string) cobra.PositionalArgs {

@@ -113,7 +113,6 @@ NotifyRegistrationStatus as the kubelet does, connects to the DRA endpoint the
 driver announced and calls the DRA v1 service for every --claim.`,
 			Args: exactArgs(),
 		}
-		out := outputFlag(c)
 		fs := c.Flags()
 		registry := fs.String("registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
 		driver := fs.String("driver", "", "DRA driver name (required)")
@@ -121,7 +120,7 @@ driver announced and calls the DRA v1 service for every --claim.`,
 		fs.Var(&claims, "claim", "NAMESPACE/NAME/UID of a claim; repeat for several (required)")
 		timeout := fs.Duration("timeout", 30*time.Second, "bound on the whole exchange")
 		notify := fs.Bool("notify-registration", true, "tell the driver it is registered, as the kubelet does after GetInfo")
-		c.RunE = func(c *cobra.Command, _ []string) error {
+		return leaf(c, func(c *cobra.Command, _ []string, format outputFormat) error {
 			if *driver == "" {
 				return usagef("--driver is required")
 			}
@@ -134,7 +133,7 @@ driver announced and calls the DRA v1 service for every --claim.`,
 			if err != nil {
 				return fmt.Errorf("kubelet %s: %w", op, err)
 			}
-			if err := render(c.OutOrStdout(), *out, rep); err != nil {
+			if err := render(c.OutOrStdout(), format, rep); err != nil {
 				return err
 			}
 			var failed []string
@@ -147,8 +146,7 @@ driver announced and calls the DRA v1 service for every --claim.`,
 				return fmt.Errorf("kubelet %s: %s: %w", op, strings.Join(failed, ", "), ErrClaimFailed)
 			}
 			return nil
-		}
-		return c
+		})
 	}
 	return group(&cobra.Command{
 		Use:   "kubelet",

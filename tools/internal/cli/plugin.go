@@ -89,15 +89,14 @@ whose entry for this binary (by path or name; the only one if there is one) is
 used.`,
 		Args: exactArgs("BINARY"),
 	}
-	out := outputFlag(check)
 	fs := check.Flags()
 	config := fs.String("config", "", "driver config section or agent config file (JSON or YAML)")
 	node := fs.String("node", "dranodectl-check", "node name handed to Configure")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on each call and on the wait for the first inventory")
 	verbose := fs.BoolP("verbose", "v", false, "show the plugin's log on stderr")
-	check.RunE = func(c *cobra.Command, args []string) error {
-		return runPluginCheck(c, args[0], *config, *node, *timeout, *verbose, *out)
-	}
+	leaf(check, func(c *cobra.Command, args []string, format outputFormat) error {
+		return runPluginCheck(c, args[0], *config, *node, *timeout, *verbose, format)
+	})
 	return group(&cobra.Command{Use: "plugin", Short: "exercise a driver plugin binary"}, check)
 }
 

@@ -57,18 +57,16 @@ counted as stale (a publisher removes them once the new generation is
 complete).`,
 		Args: exactArgs(),
 	}
-	out := outputFlag(c)
 	fs := c.Flags()
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	node := fs.String("node", "", "node name (required)")
 	driver := fs.String("driver", "", "only this driver's slices")
-	c.RunE = func(c *cobra.Command, _ []string) error {
+	return leaf(c, func(c *cobra.Command, _ []string, format outputFormat) error {
 		if *node == "" {
 			return usagef("--node is required")
 		}
-		return runSlices(c.Context(), c.OutOrStdout(), *kubeconfig, *node, *driver, *out)
-	}
-	return c
+		return runSlices(c.Context(), c.OutOrStdout(), *kubeconfig, *node, *driver, format)
+	})
 }
 
 func runSlices(ctx context.Context, stdout io.Writer, kubeconfig, node, driver string, format outputFormat) error {
