@@ -22,12 +22,6 @@ import (
 	"github.com/dranode/dranode/inventory"
 )
 
-// CDIClass is the class in the driver's CDI device names
-// ("<driver>/claim=<claim UID>-gpu-N"): one spec file per claim, and the
-// claim UID in every device name, so that no name is ever reused (runtimes
-// may cache specs).
-const CDIClass = "claim"
-
 // MaxDevices bounds Config.NumDevices: one ResourceSlice holds 128 devices,
 // and the simulation has no reason for more.
 const MaxDevices = 128
@@ -88,10 +82,15 @@ func (c Config) validate() error {
 }
 
 // Driver prepares and unprepares claims for the kubelet through the
-// kubeletplugin helper. Its methods are safe for concurrent use; prepares
-// and unprepares run one at a time (the helper serializes them too, by
-// default), which keeps the check that a device is not prepared twice
-// simple and exact.
+// kubeletplugin helper. Its methods are safe for concurrent use: calls for
+// one claim run one at a time (the record's per-claim lock,
+// claimcache.Cache.WithClaim), calls for different claims run at the same
+// time, so one pod's prepare never waits for another's.
+//
+// The CDI class is cdi.ClaimClass: devices are named
+// "<driver>/claim=<claim UID>-gpu-N", one spec file per claim, with the
+// claim UID in every device name so that no name is ever reused (runtimes
+// may cache specs).
 type Driver struct {
 	cfg    Config
 	specs  cdi.SpecDir
@@ -99,7 +98,14 @@ type Driver struct {
 	// fatal ends Run; set by Run, nil when the driver is used alone.
 	fatal func(error)
 
+	// mu guards inFlight, and makes checking and reserving a claim's
+	// devices one step, so that two claims prepared at once cannot both
+	// take a device.
 	mu sync.Mutex
+	// inFlight maps each unshared device that a prepare is setting up
+	// right now to its claim: the record shows devices only once they are
+	// prepared.
+	inFlight map[string]claimcache.ClaimRef
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -116,7 +122,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the claim record: %w", err)
 	}
-	d := &Driver{cfg: cfg, specs: cdi.SpecDir{Path: cfg.CDIDir}, record: record}
+	d := &Driver{cfg: cfg, specs: cdi.SpecDir{Path: cfg.CDIDir}, record: record, inFlight: map[string]claimcache.ClaimRef{}}
 	log := klog.FromContext(ctx)
 	log.Info("Claim record restored", "claims", report.Entries, "rebootDetected", report.RebootDetected, "interrupted", len(report.Interrupted))
 	for _, e := range report.Interrupted {
@@ -134,7 +140,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	for _, e := range record.List() {
 		recorded[e.Claim.UID] = true
 	}
-	removed, err := d.specs.Sweep(cfg.DriverName, CDIClass, func(uid string) bool { return recorded[uid] })
+	removed, err := d.specs.Sweep(cfg.DriverName, cdi.ClaimClass, func(uid string) bool { return recorded[uid] })
 	if err != nil {
 		// Files the sweep could not read are left alone; the runtime
 		// reports them, and they do not stop the driver.
@@ -194,11 +200,14 @@ func (d *Driver) deviceIndex(pool, device string) (int, error) {
 // does not fail the others. The helper has fetched the claims, checked
 // their UIDs and that they are allocated.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, claim := range claims {
-		devices, err := d.prepare(claim)
+		var devices []kubeletplugin.Device
+		err := d.record.WithClaim(string(claim.UID), func() error {
+			var err error
+			devices, err = d.prepare(claim)
+			return err
+		})
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Prepare failed", "claim", klog.KObj(claim))
 			err = fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)
@@ -226,6 +235,11 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 		return nil, err
 	}
 	ref := claimcache.ClaimRef{Namespace: claim.Namespace, Name: claim.Name, UID: uid}
+	release, err := d.reserve(ref, devices)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if err := d.startPrepare(ref); err != nil {
 		return nil, err
 	}
@@ -252,7 +266,6 @@ func (d *Driver) allocatedDevices(claim *resourceapi.ResourceClaim) ([]claimcach
 	if claim.Status.Allocation == nil {
 		return nil, fmt.Errorf("%w: not allocated", ErrClaimRefused)
 	}
-	inUse := d.preparedDevices(claim)
 	var devices []claimcache.Device
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != d.cfg.DriverName {
@@ -265,11 +278,6 @@ func (d *Driver) allocatedDevices(claim *resourceapi.ResourceClaim) ([]claimcach
 		if _, err := os.Stat(d.devicePath(i) + ".unhealthy"); err == nil {
 			return nil, fmt.Errorf("%w: device %s is unhealthy", ErrClaimRefused, r.Device)
 		}
-		// The scheduler never hands out a device twice; the driver is the
-		// last line of defence if something went wrong anyway.
-		if other, taken := inUse[r.Device]; taken && r.ShareID == nil {
-			return nil, fmt.Errorf("%w: device %s is already prepared for claim %s", ErrClaimRefused, r.Device, other)
-		}
 		name := string(claim.UID) + "-" + r.Device
 		var shareID string
 		if r.ShareID != nil {
@@ -278,7 +286,7 @@ func (d *Driver) allocatedDevices(claim *resourceapi.ResourceClaim) ([]claimcach
 		}
 		devices = append(devices, claimcache.Device{
 			Pool: r.Pool, Device: r.Device, Requests: []string{r.Request}, ShareID: shareID,
-			CDIDeviceIDs: []string{cdi.QualifiedName(d.cfg.DriverName, CDIClass, name)},
+			CDIDeviceIDs: []string{cdi.QualifiedName(d.cfg.DriverName, cdi.ClaimClass, name)},
 		})
 	}
 	if len(devices) == 0 {
@@ -287,22 +295,49 @@ func (d *Driver) allocatedDevices(claim *resourceapi.ResourceClaim) ([]claimcach
 	return devices, nil
 }
 
-// preparedDevices maps the devices prepared in this boot for other claims
-// to those claims. A recorded claim of the same name does not count: it is
-// the claim's earlier incarnation, which startPrepare unprepares.
-func (d *Driver) preparedDevices(claim *resourceapi.ResourceClaim) map[string]claimcache.ClaimRef {
-	inUse := map[string]claimcache.ClaimRef{}
+// reserve takes the claim's unshared devices for its prepare until release
+// is called, or fails when another claim has one of them: prepared in this
+// boot, or being prepared right now. The scheduler never hands out a device
+// twice; the driver is the last line of defence if something went wrong
+// anyway. A recorded claim of the same name does not count: it is the
+// claim's earlier incarnation, which startPrepare unprepares.
+func (d *Driver) reserve(claim claimcache.ClaimRef, devices []claimcache.Device) (release func(), err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	prepared := map[string]claimcache.ClaimRef{}
 	for _, e := range d.record.List() {
-		if e.Claim.UID == string(claim.UID) || (e.Claim.Namespace == claim.Namespace && e.Claim.Name == claim.Name) || !e.PreparedInCurrentBoot() {
+		if e.Claim.UID == claim.UID || (e.Claim.Namespace == claim.Namespace && e.Claim.Name == claim.Name) || !e.PreparedInCurrentBoot() {
 			continue
 		}
 		for _, dev := range e.Drivers[d.cfg.DriverName] {
 			if dev.ShareID == "" {
-				inUse[dev.Device] = e.Claim
+				prepared[dev.Device] = e.Claim
 			}
 		}
 	}
-	return inUse
+	var taken []string
+	for _, dev := range devices {
+		if dev.ShareID != "" {
+			continue
+		}
+		if other, ok := prepared[dev.Device]; ok {
+			return nil, fmt.Errorf("%w: device %s is already prepared for claim %s", ErrClaimRefused, dev.Device, other)
+		}
+		if other, ok := d.inFlight[dev.Device]; ok {
+			return nil, fmt.Errorf("%w: device %s is being prepared for claim %s", ErrClaimRefused, dev.Device, other)
+		}
+		taken = append(taken, dev.Device)
+	}
+	for _, dev := range taken {
+		d.inFlight[dev] = claim
+	}
+	return func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, dev := range taken {
+			delete(d.inFlight, dev)
+		}
+	}, nil
 }
 
 // startPrepare records PrepareStarted, first clearing what stands in the
@@ -317,7 +352,8 @@ func (d *Driver) startPrepare(ref claimcache.ClaimRef) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &mismatch):
-		if err := d.unprepare(mismatch.RecordedUID); err != nil {
+		old := mismatch.RecordedUID
+		if err := d.record.WithClaim(old, func() error { return d.unprepare(old) }); err != nil {
 			return fmt.Errorf("unprepare the earlier claim %s/%s with UID %s: %w", ref.Namespace, ref.Name, mismatch.RecordedUID, err)
 		}
 	case errors.As(err, &transition) && transition.From == claimcache.UnprepareStarted:
@@ -337,7 +373,7 @@ func (d *Driver) startPrepare(ref claimcache.ClaimRef) error {
 // environment variable with its UUID. It depends only on the devices, so
 // the record is enough to write it again.
 func (d *Driver) spec(devices []claimcache.Device) (*cdi.Spec, error) {
-	spec := &cdi.Spec{Kind: d.cfg.DriverName + "/" + CDIClass}
+	spec := &cdi.Spec{Kind: d.cfg.DriverName + "/" + cdi.ClaimClass}
 	for _, dev := range devices {
 		i, err := d.deviceIndex(dev.Pool, dev.Device)
 		if err != nil {
@@ -364,8 +400,11 @@ func (d *Driver) spec(devices []claimcache.Device) (*cdi.Spec, error) {
 
 // ensureSpec writes the claim's spec again when it is missing.
 func (d *Driver) ensureSpec(uid string, devices []claimcache.Device) error {
-	path := filepath.Join(d.cfg.CDIDir, cdi.TransientSpecFileName(d.cfg.DriverName, CDIClass, uid))
-	if _, err := os.Stat(path); err == nil {
+	_, exists, err := d.specs.Lookup(d.cfg.DriverName, cdi.ClaimClass, uid)
+	if err != nil {
+		return fmt.Errorf("look for the CDI spec: %w", err)
+	}
+	if exists {
 		return nil
 	}
 	spec, err := d.spec(devices)
@@ -394,11 +433,10 @@ func helperDevices(devices []claimcache.Device) []kubeletplugin.Device {
 // may be gone from the API server (a force-deleted pod), and the helper
 // passes only UID, namespace and name. An unknown claim is done already.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	out := make(map[types.UID]error, len(claims))
 	for _, c := range claims {
-		err := d.unprepare(string(c.UID))
+		uid := string(c.UID)
+		err := d.record.WithClaim(uid, func() error { return d.unprepare(uid) })
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Unprepare failed", "claim", c)
 			err = fmt.Errorf("claim %s: %w", c, err)
@@ -419,7 +457,7 @@ func (d *Driver) unprepare(uid string) error {
 	if err := d.teardown(e.Drivers[d.cfg.DriverName]); err != nil {
 		return err
 	}
-	if err := d.specs.Remove(d.cfg.DriverName, CDIClass, uid); err != nil {
+	if err := d.specs.Remove(d.cfg.DriverName, cdi.ClaimClass, uid); err != nil {
 		return fmt.Errorf("remove CDI spec: %w", err)
 	}
 	if err := d.record.Remove(uid); err != nil {

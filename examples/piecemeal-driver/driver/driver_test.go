@@ -3,10 +3,12 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -102,7 +104,7 @@ func unprepare(t *testing.T, d *Driver, c *resourceapi.ResourceClaim) {
 }
 
 func specPath(cfg Config, uid string) string {
-	return filepath.Join(cfg.CDIDir, cdi.TransientSpecFileName(cfg.DriverName, CDIClass, uid))
+	return filepath.Join(cfg.CDIDir, cdi.TransientSpecFileName(cfg.DriverName, cdi.ClaimClass, uid))
 }
 
 // readSpec loads the claim's spec file as a runtime would (strictly) and
@@ -285,6 +287,15 @@ func TestPrepareRefuses(t *testing.T) {
 			setup: func(t *testing.T, cfg Config, _ *Driver) { markUnhealthy(t, cfg, "1") }},
 		{name: "device of another claim", claim: claim("second", "uid-x", "gpu-3"), want: "gpu-3 is already prepared for claim ns/first",
 			setup: func(t *testing.T, _ Config, d *Driver) { mustPrepare(t, d, claim("first", "uid-first", "gpu-3")) }},
+		{name: "device of a claim being prepared", claim: claim("second", "uid-x", "gpu-2"), want: "gpu-2 is being prepared for claim ns/first",
+			setup: func(t *testing.T, _ Config, d *Driver) {
+				// As a prepare of "first" does between checking its devices
+				// and recording them prepared.
+				first := claimcache.ClaimRef{Namespace: "ns", Name: "first", UID: "uid-first"}
+				if _, err := d.reserve(first, []claimcache.Device{{Pool: testNode, Device: "gpu-2"}}); err != nil {
+					t.Fatal(err)
+				}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
@@ -301,6 +312,81 @@ func TestPrepareRefuses(t *testing.T) {
 			}
 			if _, err := os.Stat(specPath(cfg, "uid-x")); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("refused claim has a spec: %v", err)
+			}
+		})
+	}
+}
+
+// Prepares of different claims run at once (the helper does not serialize
+// them): claims that want one device get it once, and calls for one claim
+// do not interleave.
+func TestConcurrentPrepares(t *testing.T) {
+	const callers = 8
+	for _, tc := range []struct {
+		name        string
+		claim       func(i int) *resourceapi.ResourceClaim
+		wantOK      int
+		wantEntries int
+	}{
+		{name: "claims wanting one device", claim: func(i int) *resourceapi.ResourceClaim {
+			return claim(fmt.Sprintf("c%d", i), fmt.Sprintf("uid-%d", i), "gpu-1")
+		}, wantOK: 1, wantEntries: 1},
+		{name: "claims with their own devices", claim: func(i int) *resourceapi.ResourceClaim {
+			return claim(fmt.Sprintf("c%d", i), fmt.Sprintf("uid-%d", i), fmt.Sprintf("gpu-%d", i%4))
+		}, wantOK: 4, wantEntries: 4},
+		{name: "one claim asked for by every caller", claim: func(int) *resourceapi.ResourceClaim {
+			return claim("same", "uid-same", "gpu-0", "gpu-2")
+		}, wantOK: callers, wantEntries: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			d := open(t, cfg)
+			var mu sync.Mutex
+			ok, ids := 0, map[string]bool{}
+			var wg sync.WaitGroup
+			for i := range callers {
+				wg.Go(func() {
+					c := tc.claim(i)
+					res, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					r := res[c.UID]
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case r.Err == nil:
+						ok++
+						for _, dev := range r.Devices {
+							ids[strings.Join(dev.CDIDeviceIDs, ",")] = true
+						}
+					case !errors.Is(r.Err, ErrClaimRefused):
+						t.Errorf("claim %s: %v; want success or ErrClaimRefused", c.Name, r.Err)
+					}
+				})
+			}
+			wg.Wait()
+			if ok != tc.wantOK {
+				t.Errorf("%d of %d prepares succeeded, want %d", ok, callers, tc.wantOK)
+			}
+			entries := d.record.List()
+			if len(entries) != tc.wantEntries {
+				t.Fatalf("record holds %d claims, want %d: %+v", len(entries), tc.wantEntries, entries)
+			}
+			devices := 0
+			for _, e := range entries {
+				if !e.PreparedInCurrentBoot() {
+					t.Errorf("claim %s is %s, want prepared", e.Claim, e.State)
+				}
+				devices += len(e.Drivers[testDriver])
+				readSpec(t, cfg, e.Claim.UID)
+			}
+			if len(ids) != devices {
+				t.Errorf("callers were handed %d distinct CDI IDs for %d recorded devices: %v", len(ids), devices, ids)
+			}
+			if len(d.inFlight) != 0 {
+				t.Errorf("devices still reserved after every prepare returned: %v", d.inFlight)
 			}
 		})
 	}
@@ -364,8 +450,8 @@ func TestNewCleansUpAfterCrash(t *testing.T) {
 	if err := record.Close(); err != nil {
 		t.Fatal(err)
 	}
-	leaked := &cdi.Spec{Version: "0.3.0", Kind: testDriver + "/" + CDIClass, Devices: []cdi.Device{{Name: "uid-leaked-gpu-2", ContainerEdits: cdi.ContainerEdits{Env: []string{"A=1"}}}}}
-	foreign := &cdi.Spec{Version: "0.3.0", Kind: "other.example.com/" + CDIClass, Devices: []cdi.Device{{Name: "x", ContainerEdits: cdi.ContainerEdits{Env: []string{"A=1"}}}}}
+	leaked := &cdi.Spec{Version: "0.3.0", Kind: testDriver + "/" + cdi.ClaimClass, Devices: []cdi.Device{{Name: "uid-leaked-gpu-2", ContainerEdits: cdi.ContainerEdits{Env: []string{"A=1"}}}}}
+	foreign := &cdi.Spec{Version: "0.3.0", Kind: "other.example.com/" + cdi.ClaimClass, Devices: []cdi.Device{{Name: "x", ContainerEdits: cdi.ContainerEdits{Env: []string{"A=1"}}}}}
 	specs := cdi.SpecDir{Path: cfg.CDIDir}
 	for _, s := range []*cdi.Spec{leaked, foreign} {
 		if _, err := specs.Write(s, "uid-leaked"); err != nil {
@@ -379,7 +465,7 @@ func TestNewCleansUpAfterCrash(t *testing.T) {
 			t.Errorf("spec of %s: exists %v, want %v", uid, err == nil, want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(cfg.CDIDir, cdi.TransientSpecFileName("other.example.com", CDIClass, "uid-leaked"))); err != nil {
+	if _, err := os.Stat(filepath.Join(cfg.CDIDir, cdi.TransientSpecFileName("other.example.com", cdi.ClaimClass, "uid-leaked"))); err != nil {
 		t.Errorf("another driver's spec was removed: %v", err)
 	}
 	if got := d.record.Len(); got != 1 {

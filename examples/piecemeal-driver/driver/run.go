@@ -90,6 +90,10 @@ func Run(ctx context.Context, o Options) error {
 		kubeletplugin.RegistrarDirectoryPath(o.RegistryDir),
 		kubeletplugin.PluginDataDirectoryPath(dataDir),
 		kubeletplugin.HealthService(false),
+		// The Driver serializes the calls of each claim itself (Driver's
+		// doc); the helper's default would also make every pod's prepare
+		// wait for every other's.
+		kubeletplugin.Serialize(false),
 	)
 	if err != nil {
 		return fmt.Errorf("start the kubelet plugin helper: %w", err)
