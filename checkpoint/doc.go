@@ -21,10 +21,13 @@
 // fsync that covers it; concurrent commits share fsyncs. When the log
 // outgrows the state it is compacted into a new snapshot in the background.
 //
-// Data written by a newer format version is refused with a
-// [*NewerVersionError] and never modified. Corrupt data gives a
-// [*CorruptError]; with [MoveCorruptAside] it is renamed out of the way
-// instead, never deleted. Both File and Journal take an exclusive flock so
+// Data written by a newer format version, however large the version, is
+// refused with a [*NewerVersionError] and never modified. Corrupt data
+// gives a [*CorruptError]. With [MoveCorruptAside], a corrupt File is
+// renamed out of the way instead, never deleted; a damaged Journal keeps
+// every record stored before the damage, copies the rest aside and reports
+// what it did, including the changes it could still read but did not apply
+// ([Journal.Recovery]). Both File and Journal take an exclusive flock so
 // that two processes cannot write the same state.
 //
 // The package depends on the standard library only.

@@ -168,3 +168,57 @@ func ExampleWithDowngradeCopy() {
 	// Output:
 	// gpu-3 <nil>
 }
+
+// A byte flipped in the middle of a journal's log costs only what follows
+// it: under MoveCorruptAside the records before it are restored, the rest
+// is copied aside, and the changes that can still be read after it are
+// reported for the caller to check elsewhere, never applied.
+func ExampleJournal_Recovery() {
+	dir, err := os.MkdirTemp("", "recovery")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	schema := checkpoint.Schema{Kind: "example.com/claims", Version: 1}
+
+	j, err := checkpoint.OpenJournal[string](dir, schema)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, k := range []string{"claim-a", "claim-b", "claim-c"} {
+		if err := j.Put(k, "prepared"); err != nil {
+			log.Fatal(err)
+		}
+	}
+	j.Close()
+
+	// Damage claim-b's record.
+	path := filepath.Join(dir, "log.1")
+	data, _ := os.ReadFile(path)
+	data[slices.Index(data, 'b')] = 'B'
+	os.WriteFile(path, data, 0o600)
+
+	if _, err := checkpoint.OpenJournal[string](dir, schema); errors.Is(err, checkpoint.ErrCorrupt) {
+		fmt.Println("default policy: refused, nothing changed")
+	}
+	j, err = checkpoint.OpenJournal[string](dir, schema, checkpoint.WithCorruptPolicy(checkpoint.MoveCorruptAside))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Close()
+	rec := j.Recovery()
+	fmt.Println("restored:", slices.Sorted(maps.Keys(j.Snapshot())))
+	fmt.Println("records kept:", rec.Kept)
+	for _, u := range rec.Unsure {
+		fmt.Printf("not applied: %s = %q\n", u.Key, u.Value)
+	}
+	fmt.Println("some bytes unreadable:", rec.Unreadable > 0, "complete:", rec.Complete())
+	fmt.Println("copied aside:", len(rec.Aside), filepath.Base(rec.Aside[0].From))
+	// Output:
+	// default policy: refused, nothing changed
+	// restored: [claim-a]
+	// records kept: 1
+	// not applied: claim-c = "prepared"
+	// some bytes unreadable: true complete: false
+	// copied aside: 1 log.1
+}

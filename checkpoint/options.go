@@ -9,10 +9,14 @@ const (
 	// FailOnCorrupt returns a *CorruptError and leaves the bytes alone. A
 	// File under this policy also refuses to Save over a corrupt file.
 	FailOnCorrupt CorruptPolicy = iota
-	// MoveCorruptAside renames corrupt files to <name>.corrupt-<timestamp>
-	// in the same directory and starts empty. Nothing is deleted, so the
-	// evidence stays for a post-mortem. Files of a newer format version are
-	// never moved: they are not corrupt.
+	// MoveCorruptAside keeps the evidence next to the store and goes on
+	// with what can be trusted. A File's corrupt document is renamed to
+	// <name>.corrupt-<timestamp> in the same directory and the File starts
+	// empty. A Journal keeps every record stored before the damage, copies
+	// everything from the damage on to <file>.corrupt-<timestamp> and
+	// reports it (Journal.Recovery). Nothing is deleted before it is
+	// copied. Files of a newer format version are never moved: they are
+	// not corrupt.
 	MoveCorruptAside
 )
 
