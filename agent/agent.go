@@ -161,11 +161,11 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state directory: %w", err)
+		return &ConfigError{Key: "stateDir", Reason: err.Error(), Err: err}
 	}
-	a.cache, a.report, err = claimcache.Open(filepath.Join(a.cfg.StateDir, "claims.record"), bootID)
+	a.cache, a.report, err = claimcache.Open(filepath.Join(a.cfg.StateDir, claimRecordDir), bootID)
 	if err != nil {
-		return fmt.Errorf("opening the claim record: %w", err)
+		return fmt.Errorf("opening the claim record in stateDir: %w", err)
 	}
 	a.log.Info("Claim record restored", "claims", a.cache.Len(), "interrupted", len(a.report.Interrupted),
 		"rebootDetected", a.report.RebootDetected, "noLongerPrepared", len(a.report.NoLongerPrepared))

@@ -184,7 +184,7 @@ func TestValidateFindsWhatStartRefuses(t *testing.T) {
 			writeFile(t, filepath.Join(n.cfg.StateDir, "claims.record"), nil, 0o600)
 		}},
 		{name: "bootIDFile missing", key: "bootIDFile", startRefuses: true, edit: func(t *testing.T, n *node) {
-			n.cfg.BootIDFile = filepath.Join(n.root, "no-boot-id")
+			n.cfg.BootIDFile = filepath.Join(n.root, "missing")
 		}},
 		{name: "bootIDFile empty", key: "bootIDFile", startRefuses: true, edit: func(t *testing.T, n *node) {
 			writeFile(t, n.cfg.BootIDFile, []byte("\n"), 0o644)
@@ -196,10 +196,10 @@ func TestValidateFindsWhatStartRefuses(t *testing.T) {
 			writeFile(t, n.cfg.BootIDFile, []byte("boot-1\n"), 0o600)
 		}},
 		{name: "kubeconfig missing", key: "kubeconfig", startRefuses: true, edit: func(t *testing.T, n *node) {
-			n.cfg.Kubeconfig = filepath.Join(n.root, "no-kubeconfig")
+			n.cfg.Kubeconfig = filepath.Join(n.root, "missing")
 		}},
 		{name: "kubeconfig not a kubeconfig", key: "kubeconfig", startRefuses: true, edit: func(t *testing.T, n *node) {
-			n.cfg.Kubeconfig = filepath.Join(n.root, "kubeconfig")
+			n.cfg.Kubeconfig = filepath.Join(n.root, "kc")
 			writeFile(t, n.cfg.Kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o644)
 		}},
 		{name: "http port out of range", key: "http.address", startRefuses: true, edit: func(t *testing.T, n *node) {
@@ -234,7 +234,7 @@ func TestValidateFindsWhatStartRefuses(t *testing.T) {
 				return
 			}
 			stdout, stderr, code = n.run(t, tt.unprivileged)
-			if code != 1 || !strings.Contains(stderr, tt.key) {
+			if code != 1 || !strings.Contains(strings.ReplaceAll(stderr, n.root, ""), tt.key) {
 				t.Errorf("agent start: exit %d, want 1 and an error naming %s\nstdout:\n%s\nstderr:\n%s", code, tt.key, stdout, stderr)
 			}
 		})
