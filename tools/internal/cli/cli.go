@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -62,7 +63,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(context.Cause(ctx), &intr) {
 		if err != nil {
 			fmt.Fprintf(stderr, "dranodectl: %v\n", err)
-		} else {
+		}
+		if err == nil || !strings.Contains(err.Error(), intr.Error()) {
 			fmt.Fprintf(stderr, "dranodectl: %v\n", intr)
 		}
 		return intr.ExitStatus()
