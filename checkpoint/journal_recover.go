@@ -59,6 +59,13 @@ type Recovery[V any] struct {
 	// next log's header says it was, snapshot records the header counts
 	// but the file does not hold. Changes to any key may have been in it.
 	Lost []string
+	// RestoredUnsure reports that changes that could not be read (damage
+	// in a log with Unreadable bytes, or Lost log data) came after restored
+	// records, so any restored key may have been changed by them. When
+	// false, every restored key is exact, and only keys in Unsure or never
+	// restored are in doubt: damage confined to the snapshot, whose records
+	// hold one key each, and whose logs are replayed in full.
+	RestoredUnsure bool
 }
 
 // Complete reports whether every change stored after the damage could be
@@ -121,7 +128,7 @@ func (r *recovery) found(err *CorruptError) {
 // report reads what can be read from the remainder. settled holds the keys
 // restored log records touched.
 func (j *Journal[V]) report(r *recovery, kept int, settled map[string]bool) *Recovery[V] {
-	out := &Recovery[V]{Damage: r.damage, Kept: kept, Lost: r.lost}
+	out := &Recovery[V]{Damage: r.damage, Kept: kept, Lost: r.lost, RestoredUnsure: len(r.lost) > 0}
 	var dec jsonfast.Decoder
 	for _, rem := range r.rest {
 		start, version := rem.off, rem.version
@@ -132,10 +139,11 @@ func (j *Journal[V]) report(r *recovery, kept int, settled map[string]bool) *Rec
 			} else {
 				// Without it, nothing says how much the file held.
 				out.Lost = append(out.Lost, fmt.Sprintf("%s: header unreadable, so what the file held is unknown", rem.path))
+				out.RestoredUnsure = out.RestoredUnsure || !rem.beforeLogs
 			}
 		}
 		readable := 0
-		out.Unreadable += scanRecords(rem.data, start, func(payload []byte, at int) {
+		unreadable := scanRecords(rem.data, start, func(payload []byte, at int) {
 			readable++
 			_ = parseRecord(payload, func(key, value []byte, del bool) {
 				if rem.beforeLogs && settled[string(key)] {
@@ -148,6 +156,8 @@ func (j *Journal[V]) report(r *recovery, kept int, settled map[string]bool) *Rec
 				out.Unsure = append(out.Unsure, u)
 			})
 		})
+		out.Unreadable += unreadable
+		out.RestoredUnsure = out.RestoredUnsure || (unreadable > 0 && !rem.beforeLogs)
 		if rem.records > readable {
 			out.Lost = append(out.Lost, fmt.Sprintf("%s: %d of the %d records from offset %d on could not be read", rem.path, rem.records-readable, rem.records, rem.off))
 		}

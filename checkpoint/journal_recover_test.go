@@ -378,6 +378,8 @@ func checkRecovery(dir string, files []*builtFile, fi, off int, truncated bool) 
 		return fmt.Errorf("lost %q, want some: %v", rec.Lost, want.lost)
 	case rec.Complete() != (want.unreadable == 0 && !want.lost):
 		return fmt.Errorf("Complete() = %v", rec.Complete())
+	case rec.RestoredUnsure != (!rec.Complete() && want.damageFile != snapshotName):
+		return fmt.Errorf("RestoredUnsure = %v", rec.RestoredUnsure)
 	case len(rec.Aside) != len(want.aside):
 		return fmt.Errorf("aside %+v, want copies of %v", rec.Aside, slices.Collect(maps.Keys(want.aside)))
 	}

@@ -8,12 +8,13 @@
 // A claim's entry goes PrepareStarted → Prepared → UnprepareStarted →
 // removed:
 //
-//	StartPrepare    new, PrepareStarted, or Prepared in an earlier boot → PrepareStarted
-//	FinishPrepare   PrepareStarted (this boot)                          → Prepared
-//	StartUnprepare  any state                                           → UnprepareStarted
-//	Remove          UnprepareStarted                                    → removed
-//	AddPod          PrepareStarted, Prepared                            → unchanged
-//	RemovePod       any state                                           → unchanged
+//	StartPrepare     new, PrepareStarted, or Prepared in an earlier boot → PrepareStarted
+//	FinishPrepare    PrepareStarted (this boot, not uncertain)           → Prepared
+//	StartUnprepare   any state                                           → UnprepareStarted
+//	Remove           UnprepareStarted                                    → removed
+//	AddPod           PrepareStarted, Prepared                            → unchanged
+//	RemovePod        any state                                           → unchanged
+//	RecordUncertain  new, or uncertain                                   → PrepareStarted, uncertain
 //
 // Anything else is a *TransitionError (errors.Is ErrIllegalTransition) and
 // changes nothing. A state is entered before the driver is called, so after
@@ -21,6 +22,26 @@
 // UnprepareStarted "the driver may have unprepared part of it"; Open lists
 // such entries in RestoreReport.Interrupted for the caller to roll back or
 // finish.
+//
+// # Damage and uncertain claims
+//
+// A damaged record is refused by default (a *checkpoint.CorruptError; nothing
+// changes). With checkpoint.MoveCorruptAside passed through
+// WithJournalOptions, Open restores every change stored before the damage,
+// keeps the rest aside for inspection, and does not forget the claims the
+// lost changes may have touched: every claim that a readable change after
+// the damage names (and every restored claim, when a change after them
+// cannot be read) becomes an uncertain entry (Entry.Uncertain): in
+// PrepareStarted, holding every device the record and those changes name
+// for it, durable before Open returns. RestoreReport.Damage says what
+// happened, RestoreReport.Uncertain lists the uncertain entries (at every
+// Open until they are settled). The caller logs and counts them and
+// reconciles each against the kubelet's own DRA checkpoint and the API
+// server (see Damage for the rules); when Damage.Unknown says changes were
+// lost that nobody can read, it records the claims and devices only the
+// kubelet still knows with RecordUncertain. StartPrepare and StartUnprepare settle an
+// uncertain entry; it is never rolled back merely for being in
+// PrepareStarted, because it may be in use.
 //
 // # Reboots
 //

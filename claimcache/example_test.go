@@ -1,11 +1,14 @@
 package claimcache_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 
+	"github.com/dranode/dranode/checkpoint"
 	"github.com/dranode/dranode/claimcache"
 )
 
@@ -173,4 +176,56 @@ func ExampleCache_WithClaim() {
 	// Output:
 	// prepare: <nil>
 	// unprepare: true UnprepareStarted
+}
+
+// A byte flipped in the record: what was stored before it is restored, and
+// the claims the damage may have touched are uncertain entries for the
+// caller to reconcile with the kubelet's checkpoint and the API server,
+// never forgotten.
+func ExampleOpen_damage() {
+	dir, _ := os.MkdirTemp("", "claimcache-damage")
+	defer os.RemoveAll(dir)
+	cache, _, err := claimcache.Open(dir, "boot-1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	a := claimcache.ClaimRef{Namespace: "ml", Name: "a", UID: "uid-a"}
+	cache.StartPrepare(a, "pod-1")
+	cache.FinishPrepare(a.UID, map[string][]claimcache.Device{"gpu.example.com": {{Pool: "node-a", Device: "gpu-0"}}})
+	cache.StartPrepare(claimcache.ClaimRef{Namespace: "ml", Name: "b", UID: "uid-b"}, "pod-2")
+	cache.StartPrepare(claimcache.ClaimRef{Namespace: "ml", Name: "c", UID: "uid-c"}, "pod-3")
+	cache.Close()
+
+	// Flip a byte in claim b's record.
+	logs, _ := filepath.Glob(filepath.Join(dir, "log.*"))
+	data, _ := os.ReadFile(logs[0])
+	data[bytes.Index(data, []byte(`"uid-b"`))+2] ^= 1
+	os.WriteFile(logs[0], data, 0o600)
+
+	if _, _, err := claimcache.Open(dir, "boot-1"); errors.Is(err, checkpoint.ErrCorrupt) {
+		fmt.Println("by default: refused")
+	}
+	cache, report, err := claimcache.Open(dir, "boot-1",
+		claimcache.WithJournalOptions(checkpoint.WithCorruptPolicy(checkpoint.MoveCorruptAside)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cache.Close()
+	d := report.Damage
+	fmt.Println("kept records:", d.KeptRecords, "unreadable changes:", d.Unknown)
+	for _, u := range d.Uncertain {
+		fmt.Printf("uncertain %s (%s): last seen %s\n", u.Claim.Name, u.Claim.UID, u.LastSeen)
+	}
+	for _, e := range report.Uncertain {
+		fmt.Println(e.Claim.Name, e.State, len(e.Drivers["gpu.example.com"]), "device(s)")
+	}
+	// Claim b is named by nothing readable: the caller finds it in the
+	// kubelet's checkpoint and calls RecordUncertain with its devices.
+	// Output:
+	// by default: refused
+	// kept records: 2 unreadable changes: true
+	// uncertain a (uid-a): last seen restored; changes after the damage could not be read
+	// uncertain c (uid-c): last seen PrepareStarted
+	// a PrepareStarted 1 device(s)
+	// c PrepareStarted 0 device(s)
 }

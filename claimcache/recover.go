@@ -16,7 +16,8 @@ import (
 //
 // Every change stored before the damage was restored. Changes after it are
 // not trusted: they are copied aside (Aside) and, where they can still be
-// read, name the claims in Uncertain. What the caller must do:
+// read, name the claims in Uncertain; where they cannot, every restored
+// claim they may have changed is uncertain too. What the caller must do:
 //
 //   - Log Cause, Aside and every Uncertain claim, and count them (a metric):
 //     a damaged record is a disk or filesystem problem someone must look at.
@@ -29,10 +30,13 @@ import (
 //     its namespace and name, unprepare it now: StartUnprepare, each
 //     driver, Remove. Never roll an uncertain entry back merely because it
 //     is in PrepareStarted: it may be in use.
-//   - When Unknown is set, changes that name no claim were lost as well:
-//     record every claim the kubelet's checkpoint lists as prepared by the
-//     caller's drivers that the Cache does not hold with RecordUncertain,
-//     so that the kubelet's Unprepare reaches the drivers.
+//   - When Unknown is set, changes that nobody can read were lost: they
+//     may have named claims the Cache no longer holds, or devices an
+//     uncertain entry does not hold. For every claim the kubelet's
+//     checkpoint lists as prepared by the caller's drivers that the Cache
+//     does not hold, or holds as uncertain without all the devices listed
+//     there, call RecordUncertain with those devices, so that the
+//     kubelet's Unprepare reaches the drivers with them.
 type Damage struct {
 	// Cause is the first damage: the file, the offset where trusted data
 	// ends, and why.
@@ -42,9 +46,12 @@ type Damage struct {
 	// Aside lists the copies of everything from the damage on, kept next
 	// to the record for inspection (dranodectl checkpoint inspect).
 	Aside []checkpoint.AsideCopy
-	// Uncertain lists the claims that readable changes after the damage
-	// name, sorted by UID. Those that could be recorded are uncertain
-	// entries now (see Entry.Uncertain).
+	// Uncertain lists the claims whose last state the damage hid, sorted
+	// by UID: those that readable changes after the damage name, and, when
+	// changes that could not be read came after restored ones
+	// (checkpoint.Recovery.RestoredUnsure), every restored claim too. Those
+	// that could be recorded are uncertain entries now (see
+	// Entry.Uncertain).
 	Uncertain []UncertainClaim
 	// UnreadableBytes counts the bytes after the damage from which no
 	// change could be read.
@@ -110,6 +117,16 @@ func (c *Cache) recoverFrom(rec *checkpoint.Recovery[record]) (*Damage, error) {
 		default:
 			s.puts = append(s.puts, u.Value)
 			s.last = string(u.Value.State)
+		}
+	}
+	if rec.RestoredUnsure {
+		// A change nobody can read came after what was restored: it may
+		// have changed any claim (a lost FinishPrepare leaves one restored
+		// in PrepareStarted without its devices).
+		for uid := range c.entries {
+			if byUID[uid] == nil {
+				byUID[uid] = &seen{last: "restored; changes after the damage could not be read"}
+			}
 		}
 	}
 	var changes []checkpoint.Change[record]

@@ -250,8 +250,10 @@ func checkClaimRecovery(dir string, b *builtRecord, file string, off int, trunca
 		switch {
 		case !ok && (d == nil || !d.Unknown) && !b.lostToTornTail(file, off, truncate):
 			return fmt.Errorf("claim %s forgotten without Unknown in the report (damage %+v)", uid, d)
-		case ok && e.Uncertain != "" && !holdsDevices(e, want):
-			return fmt.Errorf("uncertain %s holds %v, not every device of %v", uid, e.Drivers, want.Drivers)
+		case ok && e.Uncertain != "" && !holdsDevices(e, want) && (d == nil || !d.Unknown):
+			// Devices named only by a change nobody can read must come
+			// from the kubelet's checkpoint, which Unknown calls for.
+			return fmt.Errorf("uncertain %s holds %v, not every device of %v, without Unknown", uid, e.Drivers, want.Drivers)
 		}
 	}
 
@@ -307,7 +309,12 @@ func checkClaimRecovery(dir string, b *builtRecord, file string, off int, trunca
 			return fmt.Errorf("aside copy %+v does not hold the remainder (%v)", a, err)
 		}
 	}
+	// Damage in a log always loses something unreadable (the damaged
+	// record, or the header), which may have changed any restored claim.
 	wantNamed := map[string]bool{}
+	for uid := range prefix {
+		wantNamed[uid] = true
+	}
 	if !truncate {
 		for _, op := range b.ops[r+1:] {
 			wantNamed[op.uid] = true
