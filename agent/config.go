@@ -238,11 +238,16 @@ func LoadConfig(fs *pflag.FlagSet, environ []string) (Config, error) {
 		if doc, err = fileDocument(raw); err != nil {
 			return Config{}, &ConfigError{Key: "config", Reason: fmt.Sprintf("%s: %v", file, err), Err: err}
 		}
-		// Viper lower-cases every key: find unknown ones here, where they
-		// are still spelled as the user wrote them.
-		if keys := unknownKeys(doc, reflect.TypeFor[Config](), ""); len(keys) > 0 {
-			slices.Sort(keys)
-			return Config{}, &ConfigError{Key: strings.Join(keys, ", "), Reason: "unknown key (keys are matched without case)"}
+		// Viper lower-cases every key: look at them here, where they are
+		// still spelled as the user wrote them.
+		unknown, twice := checkFileKeys(doc, reflect.TypeFor[Config](), "")
+		if len(unknown) > 0 {
+			slices.Sort(unknown)
+			return Config{}, &ConfigError{Key: strings.Join(unknown, ", "), Reason: "unknown key (keys are matched without case)"}
+		}
+		if len(twice) > 0 {
+			slices.SortFunc(twice, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+			return Config{}, &ConfigError{Key: twice[0][0], Reason: fmt.Sprintf("written twice, as %q and %q (keys are matched without case)", twice[0][0], twice[0][1])}
 		}
 	}
 	// Environment variables of known keys only: an unknown DRANODE_ variable
@@ -325,7 +330,7 @@ func decodeError(err error) error {
 	reason := de.Unwrap().Error()
 	if keys, ok := strings.CutPrefix(reason, "has invalid keys: "); ok {
 		// Only keys that did not come from the file can get here (those
-		// are found as written by unknownKeys), so lower case is all there is.
+		// are found as written by checkFileKeys), so lower case is all there is.
 		var full []string
 		for _, k := range strings.Split(keys, ", ") {
 			if de.Name() != "" {
@@ -463,33 +468,47 @@ func lookupKey(m map[string]any, key string) (any, bool) {
 	return nil, false
 }
 
-// unknownKeys returns the keys of doc that t (Config or one of its sections)
-// does not have, each with its path, spelled as written. A driver's own
-// section is the driver's: its keys are not looked at. A value of the wrong
-// shape is left for the decoder to report.
-func unknownKeys(doc any, t reflect.Type, path string) []string {
+// checkFileKeys finds in doc, the file as written, the keys that t (Config
+// or one of its sections) does not have, and the keys one mapping holds twice
+// in different case (which one would win is chance), each with its path and
+// spelled as written. A key may be a dotted path ("slices.syncDelay: 1s"). A
+// driver's own section is the driver's: its keys are not looked at. A value of
+// the wrong shape is left for the decoder to report.
+func checkFileKeys(doc any, t reflect.Type, path string) (unknown []string, twice [][2]string) {
 	m, ok := doc.(map[string]any)
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	var unknown []string
+	seen := map[string]string{}
 	for k, v := range m {
-		f, ok := fieldForKey(t, k)
+		if other, dup := seen[strings.ToLower(k)]; dup {
+			pair := [2]string{path + other, path + k}
+			slices.Sort(pair[:])
+			twice = append(twice, pair)
+		}
+		seen[strings.ToLower(k)] = k
+		name, rest, dotted := strings.Cut(k, ".")
+		f, ok := fieldForKey(t, name)
 		if !ok {
 			unknown = append(unknown, path+k)
 			continue
 		}
+		if dotted {
+			v = map[string]any{rest: v}
+		}
 		switch ft := f.Type; {
 		case ft.Kind() == reflect.Struct:
-			unknown = append(unknown, unknownKeys(v, ft, path+k+".")...)
+			u, tw := checkFileKeys(v, ft, path+name+".")
+			unknown, twice = append(unknown, u...), append(twice, tw...)
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 			list, _ := v.([]any)
 			for j, e := range list {
-				unknown = append(unknown, unknownKeys(e, ft.Elem(), fmt.Sprintf("%s%s[%d].", path, k, j))...)
+				u, tw := checkFileKeys(e, ft.Elem(), fmt.Sprintf("%s%s[%d].", path, name, j))
+				unknown, twice = append(unknown, u...), append(twice, tw...)
 			}
 		}
 	}
-	return unknown
+	return unknown, twice
 }
 
 // fieldForKey is the field of struct type t that key names, without case.

@@ -334,11 +334,21 @@ func TestConfigUnknownKeysAsWritten(t *testing.T) {
 			}
 		})
 	}
-	// Keys still match without case, and the driver's own section is the
-	// driver's business.
-	if _, err := LoadConfig(flags(t, "--config", writeFile(t, "NodeName: n\nSLICES:\n  SyncDelay: 1s\n"+
-		"plugins:\n  drivers:\n    - path: /bin/p\n      sha256: \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n      config: {anyKey: 1, Nested: {x: y}}\n")), nil); err != nil {
-		t.Errorf("keys in another case or in a driver's section refused: %v", err)
+	// One key written twice in different case: which would win is chance.
+	_, err := LoadConfig(flags(t, "--config", writeFile(t, "nodeName: a\nkubelet:\n  pluginsDir: /a\n  PluginsDir: /b\n"+drivers)), nil)
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Key != "kubelet.PluginsDir" || !strings.Contains(ce.Reason, `"kubelet.pluginsDir"`) {
+		t.Errorf("key written twice: %v", err)
+	}
+	// Keys still match without case, a key may be a dotted path, and the
+	// driver's own section is the driver's business.
+	cfg, err := LoadConfig(flags(t, "--config", writeFile(t, "NodeName: n\nSLICES:\n  SyncDelay: 1s\nkubelet.pluginsDir: /p\n"+
+		"plugins:\n  drivers:\n    - path: /bin/p\n      sha256: \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n      config: {anyKey: 1, Nested: {x: y}}\n")), nil)
+	if err != nil {
+		t.Fatalf("keys in another case, dotted or in a driver's section refused: %v", err)
+	}
+	if cfg.NodeName != "n" || cfg.Slices.SyncDelay != time.Second || cfg.Kubelet.PluginsDir != "/p" {
+		t.Errorf("keys in another case or dotted not applied: %+v", cfg)
 	}
 }
 
