@@ -276,11 +276,8 @@ func (c *Cache) StartPrepare(ref ClaimRef, podUID string) (Entry, error) {
 	unlockName := c.claimLocks.lock("name\x00" + ref.nameKey())
 	defer unlockName()
 	return c.change(ref.UID, OpStartPrepare, func(cur *record) (*record, error) {
-		c.mu.RLock()
-		owner, named := c.byName[ref.nameKey()]
-		c.mu.RUnlock()
-		if named && owner != ref.UID {
-			return nil, &UIDMismatchError{Namespace: ref.Namespace, Name: ref.Name, RecordedUID: owner, RequestedUID: ref.UID}
+		if err := c.checkName(ref, cur); err != nil {
+			return nil, err
 		}
 		if cur == nil {
 			next := &record{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, State: PrepareStarted, BootID: c.bootID}
@@ -288,9 +285,6 @@ func (c *Cache) StartPrepare(ref ClaimRef, podUID string) (Entry, error) {
 				next.addPod(podUID)
 			}
 			return next, nil
-		}
-		if cur.ref() != ref {
-			return nil, invalidf("claim uid %s is recorded as %s/%s, not %s/%s", ref.UID, cur.Namespace, cur.Name, ref.Namespace, ref.Name)
 		}
 		stale := cur.BootID != c.bootID
 		switch {
@@ -307,6 +301,22 @@ func (c *Cache) StartPrepare(ref ClaimRef, podUID string) (Entry, error) {
 		}
 		return next, nil
 	})
+}
+
+// checkName, called under the claim's name lock by operations that may
+// record ref, refuses a namespace and name recorded under another UID
+// (*UIDMismatchError) and a UID recorded under another name.
+func (c *Cache) checkName(ref ClaimRef, cur *record) error {
+	c.mu.RLock()
+	owner, named := c.byName[ref.nameKey()]
+	c.mu.RUnlock()
+	switch {
+	case named && owner != ref.UID:
+		return &UIDMismatchError{Namespace: ref.Namespace, Name: ref.Name, RecordedUID: owner, RequestedUID: ref.UID}
+	case cur != nil && cur.ref() != ref:
+		return invalidf("claim uid %s is recorded as %s/%s, not %s/%s", ref.UID, cur.Namespace, cur.Name, ref.Namespace, ref.Name)
+	}
+	return nil
 }
 
 // FinishPrepare durably records what the drivers prepared (per driver name,

@@ -211,20 +211,14 @@ func (c *Cache) RecordUncertain(ref ClaimRef, drivers map[string][]Device, reaso
 	unlockName := c.claimLocks.lock("name\x00" + ref.nameKey())
 	defer unlockName()
 	return c.change(ref.UID, OpRecordUncertain, func(cur *record) (*record, error) {
-		c.mu.RLock()
-		owner, named := c.byName[ref.nameKey()]
-		c.mu.RUnlock()
-		if named && owner != ref.UID {
-			return nil, &UIDMismatchError{Namespace: ref.Namespace, Name: ref.Name, RecordedUID: owner, RequestedUID: ref.UID}
+		if err := c.checkName(ref, cur); err != nil {
+			return nil, err
 		}
 		add := &record{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID}
 		add.setDrivers(drivers)
 		if cur == nil {
 			add.State, add.BootID, add.Uncertain = PrepareStarted, c.bootID, reason
 			return add, nil
-		}
-		if cur.ref() != ref {
-			return nil, invalidf("claim uid %s is recorded as %s/%s, not %s/%s", ref.UID, cur.Namespace, cur.Name, ref.Namespace, ref.Name)
 		}
 		if cur.Uncertain == "" {
 			return nil, &TransitionError{UID: ref.UID, From: cur.State, Stale: cur.BootID != c.bootID, Op: OpRecordUncertain}
