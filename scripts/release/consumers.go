@@ -115,7 +115,9 @@ func consumeModule(g *goEnv, dir string, m module.Version, proxyDir string, forb
 	// tidy resolves the whole module graph, as a user's "go mod tidy"
 	// does: an unresolvable requirement of any dependency fails here even
 	// when the build would not need it.
-	for _, args := range [][]string{{"mod", "tidy"}, {"build", "./..."}, {"build", m.Path + "/..."}} {
+	// The module's own commands too (go install m/cmd/x@version is how a
+	// user gets them), in the same build.
+	for _, args := range [][]string{{"mod", "tidy"}, {"build", "./...", m.Path + "/..."}} {
 		if _, err := g.run(dir, "go", args...); err != nil {
 			return err
 		}
