@@ -37,9 +37,9 @@
 // happened, RestoreReport.Uncertain lists the uncertain entries (at every
 // Open until they are settled). The caller logs and counts them and
 // reconciles each against the kubelet's own DRA checkpoint and the API
-// server (see Damage for the rules); when Damage.Unknown says changes were
-// lost that nobody can read, it records the claims and devices only the
-// kubelet still knows with RecordUncertain. StartPrepare and StartUnprepare settle an
+// server (see Damage for the rules; Cache.Reconcile applies them); when
+// Damage.Unknown says changes were lost that nobody can read, it records
+// the claims and devices only the kubelet still knows with RecordUncertain. StartPrepare and StartUnprepare settle an
 // uncertain entry; it is never rolled back merely for being in
 // PrepareStarted, because it may be in use.
 //

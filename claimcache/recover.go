@@ -2,6 +2,7 @@ package claimcache
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -37,6 +38,9 @@ import (
 //     does not hold, or holds as uncertain without all the devices listed
 //     there, call RecordUncertain with those devices, so that the
 //     kubelet's Unprepare reaches the drivers with them.
+//
+// Cache.Reconcile applies these rules, given the kubelet's claims, a lookup
+// in the API server and the drivers' unprepare.
 type Damage struct {
 	// Cause is the first damage: the file, the offset where trusted data
 	// ends, and why.
@@ -227,4 +231,145 @@ func (c *Cache) RecordUncertain(ref ClaimRef, drivers map[string][]Device, reaso
 		next.merge(add)
 		return next, nil
 	})
+}
+
+// KubeletClaim is a claim the kubelet's own DRA checkpoint lists as prepared
+// (package github.com/dranode/dranode/checkpoint/kubeletcompat reads it),
+// with the devices it lists for the caller's drivers only.
+type KubeletClaim struct {
+	Claim   ClaimRef
+	Drivers map[string][]Device
+}
+
+// Reconciler is what Reconcile needs from outside the record.
+type Reconciler struct {
+	// Kubelet lists the claims the kubelet's checkpoint holds as prepared
+	// by the caller's drivers (leave out claims only other drivers
+	// prepared).
+	Kubelet []KubeletClaim
+	// Exists reports whether the API server holds the claim with this
+	// namespace, name and UID: false when it is deleted or its name now
+	// belongs to another UID.
+	Exists func(ClaimRef) (bool, error)
+	// Unprepare has the drivers unprepare an entry's devices (Reconcile
+	// calls it between StartUnprepare and Remove).
+	Unprepare func(Entry) error
+}
+
+// Reconciliation says what Reconcile did; each list is sorted by namespace,
+// name and UID.
+type Reconciliation struct {
+	// Recorded: claims, or devices of uncertain entries, that only the
+	// kubelet's checkpoint named, now recorded as uncertain.
+	Recorded []Entry
+	// Kept: uncertain entries the kubelet lists as prepared; its next
+	// Unprepare or Prepare settles them.
+	Kept []Entry
+	// Unprepared: uncertain entries whose claim is gone, unprepared and
+	// removed.
+	Unprepared []Entry
+	// Waiting: uncertain entries the kubelet does not list but whose claim
+	// exists (a prepare may be coming); a Prepare or a later Reconcile
+	// settles them.
+	Waiting []Entry
+	// Errors, one per claim that could not be reconciled; such a claim
+	// stays uncertain (or, if its drivers failed to unprepare it, in
+	// UnprepareStarted, for a retry).
+	Errors []error
+}
+
+// Reconcile applies the rules in Damage's documentation to every uncertain
+// entry, holding each claim's WithClaim lock while it works on it:
+//
+//  1. Every claim the kubelet lists that the record does not hold, and
+//     every device the kubelet lists for an uncertain entry that it does
+//     not hold, is recorded with RecordUncertain, so that the kubelet's
+//     Unprepare reaches the drivers with it. (Damage.Unknown says this is
+//     needed; doing it at every call is harmless, and still done after a
+//     restart that lost the report.)
+//  2. An uncertain entry the kubelet lists is kept for the kubelet to
+//     settle.
+//  3. Otherwise, when Exists says the claim is gone, the entry is
+//     unprepared: StartUnprepare, Unprepare, Remove.
+//  4. Otherwise it waits.
+//
+// A claim the record holds with a known state is never touched. Call it
+// after Open, before serving the kubelet, and whenever RestoreReport lists
+// uncertain entries.
+func (c *Cache) Reconcile(r Reconciler) Reconciliation {
+	var out Reconciliation
+	fail := func(ref ClaimRef, err error) {
+		out.Errors = append(out.Errors, fmt.Errorf("claimcache: reconcile %s: %w", ref, err))
+	}
+	listed := map[string]bool{}
+	for _, k := range r.Kubelet {
+		listed[k.Claim.UID] = true
+		err := c.WithClaim(k.Claim.UID, func() error {
+			cur, err := c.Get(k.Claim.UID)
+			switch {
+			case err == nil && (cur.Uncertain == "" || holdsAll(cur, k.Drivers)):
+				return nil
+			case err != nil && !errors.Is(err, ErrNotFound):
+				return err
+			}
+			e, err := c.RecordUncertain(k.Claim, k.Drivers, "listed as prepared by the kubelet's checkpoint, not (fully) by the record")
+			if err == nil {
+				out.Recorded = append(out.Recorded, e)
+			}
+			return err
+		})
+		if err != nil {
+			fail(k.Claim, err)
+		}
+	}
+	for _, e := range c.List() {
+		if e.Uncertain == "" {
+			continue
+		}
+		if listed[e.Claim.UID] {
+			out.Kept = append(out.Kept, e)
+			continue
+		}
+		err := c.WithClaim(e.Claim.UID, func() error {
+			exists, err := r.Exists(e.Claim)
+			if err != nil {
+				return fmt.Errorf("does the claim exist: %w", err)
+			}
+			if exists {
+				out.Waiting = append(out.Waiting, e)
+				return nil
+			}
+			u, err := c.StartUnprepare(e.Claim.UID)
+			if err != nil {
+				return err
+			}
+			if err := r.Unprepare(u); err != nil {
+				return fmt.Errorf("unprepare: %w", err)
+			}
+			if err := c.Remove(e.Claim.UID); err != nil {
+				return err
+			}
+			out.Unprepared = append(out.Unprepared, u)
+			return nil
+		})
+		if err != nil {
+			fail(e.Claim, err)
+		}
+	}
+	for _, l := range [][]Entry{out.Recorded, out.Kept, out.Unprepared, out.Waiting} {
+		sortEntries(l)
+	}
+	return out
+}
+
+// holdsAll reports whether e holds every device of drivers.
+func holdsAll(e Entry, drivers map[string][]Device) bool {
+	for name, devs := range drivers {
+		for _, d := range devs {
+			if !slices.ContainsFunc(e.Drivers[name], func(x Device) bool { return x.Pool == d.Pool && x.Device == d.Device }) {
+				return false
+			}
+		}
+	}
+	return true
 }

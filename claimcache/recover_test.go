@@ -192,18 +192,6 @@ func sameEntry(a, b Entry) bool {
 		slices.Equal(a.PodUIDs, b.PodUIDs) && reflect.DeepEqual(a.Drivers, b.Drivers)
 }
 
-// holdsDevices reports whether every device of want is in got.
-func holdsDevices(got, want Entry) bool {
-	for driver, devs := range want.Drivers {
-		for _, d := range devs {
-			if !slices.ContainsFunc(got.Drivers[driver], func(x Device) bool { return x.Pool == d.Pool && x.Device == d.Device }) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 func checkClaimRecovery(dir string, b *builtRecord, file string, off int, truncate bool) error {
 	damaged := bytes.Clone(b.files[file])
 	if truncate {
@@ -250,7 +238,7 @@ func checkClaimRecovery(dir string, b *builtRecord, file string, off int, trunca
 		switch {
 		case !ok && (d == nil || !d.Unknown) && !b.lostToTornTail(file, off, truncate):
 			return fmt.Errorf("claim %s forgotten without Unknown in the report (damage %+v)", uid, d)
-		case ok && e.Uncertain != "" && !holdsDevices(e, want) && (d == nil || !d.Unknown):
+		case ok && e.Uncertain != "" && !holdsAll(e, want.Drivers) && (d == nil || !d.Unknown):
 			// Devices named only by a change nobody can read must come
 			// from the kubelet's checkpoint, which Unknown calls for.
 			return fmt.Errorf("uncertain %s holds %v, not every device of %v, without Unknown", uid, e.Drivers, want.Drivers)
@@ -332,7 +320,7 @@ func checkClaimRecovery(dir string, b *builtRecord, file string, off int, trunca
 		switch {
 		case e.Uncertain == "" && (!existed || !sameEntry(e, was)):
 			return fmt.Errorf("restored %s as %+v, want %+v from before the damage", uid, e, was)
-		case e.Uncertain != "" && existed && !holdsDevices(e, was):
+		case e.Uncertain != "" && existed && !holdsAll(e, was.Drivers):
 			return fmt.Errorf("uncertain %s lost devices it held before the damage", uid)
 		}
 	}
@@ -430,5 +418,105 @@ func TestRecordUncertain(t *testing.T) {
 	}
 	if e, err := c.StartUnprepare("uu"); err != nil || e.Uncertain != "" || e.Drivers["d"][0].Device != "z" {
 		t.Fatalf("StartUnprepare must settle it and hand over its devices: %+v, %v", e, err)
+	}
+}
+
+// TestReconcile: each rule of Reconcile, with the API server and the drivers
+// played by functions (pure decision logic; the record is real), and the
+// outcome durable across a reopen.
+func TestReconcile(t *testing.T) {
+	dir := t.TempDir()
+	c, _ := openT(t, dir, bootOne)
+	known := ClaimRef{"n", "known", "uk"}
+	c.StartPrepare(known, "p")
+	c.FinishPrepare(known.UID, devOf("k"))
+	uncertain := func(name string, dev string) ClaimRef {
+		ref := ClaimRef{"n", name, "u-" + name}
+		if _, err := c.RecordUncertain(ref, devOf(dev), "test"); err != nil {
+			t.Fatal(err)
+		}
+		return ref
+	}
+	listed := uncertain("listed", "a")
+	gone := uncertain("gone", "b")
+	exists := uncertain("exists", "c")
+	apiDown := uncertain("api-down", "d")
+	stuck := uncertain("stuck", "e")
+	fresh := ClaimRef{"n", "fresh", "u-fresh"}
+
+	var unprepared []string
+	res := c.Reconcile(Reconciler{
+		Kubelet: []KubeletClaim{
+			{known, devOf("other")},                       // known state: untouched
+			{listed, devOf("a2")},                         // a device only the kubelet names
+			{fresh, devOf("f")},                           // only the kubelet knows it
+			{ClaimRef{"n", "known", "u-new"}, devOf("z")}, // name held by another UID
+		},
+		Exists: func(ref ClaimRef) (bool, error) {
+			switch ref.UID {
+			case apiDown.UID:
+				return false, errors.New("API server unreachable")
+			case exists.UID:
+				return true, nil
+			}
+			return false, nil
+		},
+		Unprepare: func(e Entry) error {
+			if e.Claim == stuck {
+				return errors.New("driver failed")
+			}
+			unprepared = append(unprepared, e.Claim.UID+":"+e.Drivers["d"][0].Device)
+			return nil
+		},
+	})
+	names := func(es []Entry) string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Claim.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct{ what, got, want string }{
+		{"recorded", names(res.Recorded), "fresh,listed"},
+		{"kept", names(res.Kept), "fresh,listed"},
+		{"unprepared", names(res.Unprepared), "gone"},
+		{"waiting", names(res.Waiting), "exists"},
+		{"driver calls", strings.Join(unprepared, ","), "u-gone:b"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.what, tc.got, tc.want)
+		}
+	}
+	if len(res.Errors) != 3 || !errors.Is(res.Errors[0], ErrUIDMismatch) {
+		t.Errorf("errors %v, want the UID mismatch, the API server and the driver", res.Errors)
+	}
+	c.Close()
+
+	c, rep := openT(t, dir, bootOne)
+	defer c.Close()
+	get := func(ref ClaimRef) Entry {
+		e, err := c.Get(ref.UID)
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		return e
+	}
+	if e := get(known); e.State != Prepared || e.Uncertain != "" || len(e.Drivers["d"]) != 1 {
+		t.Errorf("a claim with a known state was touched: %+v", e)
+	}
+	if e := get(listed); e.Uncertain == "" || len(e.Drivers["d"]) != 2 {
+		t.Errorf("listed: %+v, want uncertain with both devices", e)
+	}
+	if e := get(fresh); e.Uncertain == "" || e.State != PrepareStarted || e.Drivers["d"][0].Device != "f" {
+		t.Errorf("fresh: %+v, want recorded uncertain with the kubelet's device", e)
+	}
+	if _, err := c.Get(gone.UID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("gone: %v, want removed", err)
+	}
+	if e := get(stuck); e.State != UnprepareStarted {
+		t.Errorf("stuck: %+v, want UnprepareStarted for a retry", e)
+	}
+	if names(rep.Uncertain) != "api-down,exists,fresh,listed" {
+		t.Errorf("still uncertain after reopen: %s", names(rep.Uncertain))
 	}
 }
