@@ -292,12 +292,19 @@ func (v *deviceValidator) qualifiedName(f path, name resourceapi.QualifiedName) 
 	}
 	before := len(*v.ps)
 	validateQualifiedName(v.ps, f, string(name))
-	if len(*v.ps) == before {
-		if v.okNames == nil {
-			v.okNames = map[resourceapi.QualifiedName]struct{}{}
-		}
-		v.okNames[name] = struct{}{}
+	remember(&v.okNames, name, len(*v.ps) == before)
+}
+
+// remember adds a name or version found valid to the set of those not to
+// check again.
+func remember[K comparable](set *map[K]struct{}, key K, valid bool) {
+	if !valid {
+		return
 	}
+	if *set == nil {
+		*set = map[K]struct{}{}
+	}
+	(*set)[key] = struct{}{}
 }
 
 func validateQualifiedName(ps *problems, f path, name string) {
@@ -308,26 +315,24 @@ func validateQualifiedName(ps *problems, f path, name string) {
 	if !hasDomain {
 		id, domain = domain, ""
 	} else {
-		switch {
-		case domain == "":
-			ps.add(f(), "the domain must not be empty")
-		case len(domain) > resourceapi.DeviceMaxDomainLength:
-			ps.add(f(), "domain %q longer than %d characters", domain, resourceapi.DeviceMaxDomainLength)
-		default:
-			addAll(ps, f, validation.IsDNS1123Subdomain(domain))
-		}
+		namePart(ps, f, "domain", domain, resourceapi.DeviceMaxDomainLength, validation.IsDNS1123Subdomain)
 		if strings.Contains(id, "/") {
 			ps.add(f(), "more than one \"/\"")
 			return
 		}
 	}
+	namePart(ps, f, "identifier", id, resourceapi.DeviceMaxIDLength, validation.IsCIdentifier)
+}
+
+// namePart checks the domain or the identifier of a qualified name.
+func namePart(ps *problems, f path, what, value string, maxLen int, check func(string) []string) {
 	switch {
-	case id == "":
-		ps.add(f(), "the name must not be empty")
-	case len(id) > resourceapi.DeviceMaxIDLength:
-		ps.add(f(), "identifier %q longer than %d characters", id, resourceapi.DeviceMaxIDLength)
+	case value == "":
+		ps.add(f(), "the %s must not be empty", what)
+	case len(value) > maxLen:
+		ps.add(f(), "%s %q longer than %d characters", what, value, maxLen)
 	default:
-		addAll(ps, f, validation.IsCIdentifier(id))
+		addAll(ps, f, check(value))
 	}
 }
 
@@ -404,12 +409,7 @@ func (v *deviceValidator) version(f path, s string) {
 	if len(s) > resourceapi.DeviceAttributeMaxValueLength {
 		v.ps.add(f(), "longer than %d characters", resourceapi.DeviceAttributeMaxValueLength)
 	}
-	if len(*v.ps) == before {
-		if v.okVersions == nil {
-			v.okVersions = map[string]struct{}{}
-		}
-		v.okVersions[s] = struct{}{}
-	}
+	remember(&v.okVersions, s, len(*v.ps) == before)
 }
 
 // validateCounterRefs checks what a device consumes against the pool's

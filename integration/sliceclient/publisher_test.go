@@ -11,6 +11,7 @@ import (
 	"github.com/dranode/dranode/inventory/inventorytest"
 	"github.com/dranode/dranode/sliceclient"
 	"github.com/dranode/dranode/tools/envtest"
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -25,13 +26,21 @@ func onePool(pool inventory.Pool) inventory.Inventory {
 // statsWrites is what a publisher says it wrote, to compare with the audit.
 func statsWrites(st sliceclient.Stats) writes { return writes{st.Creates, st.Updates, st.Deletes} }
 
+// publishedPool creates a Node named after name and starts a publisher for
+// it with one pool of n devices, and waits until the server has the pool.
+func publishedPool(t *testing.T, c kubernetes.Interface, name string, n int) (*corev1.Node, inventory.Pool, *sliceclient.Publisher) {
+	t.Helper()
+	node := createNode(t, c, name)
+	pool := inventory.Pool{Name: "pool-a", Devices: inventorytest.Devices("dev-", n)}
+	p := startPublisher(t, sliceclient.Options{NodeName: node.Name}, onePool(pool))
+	waitPool(t, c, node.Name, pool)
+	return node, pool, p
+}
+
 func TestPublishRestartAndOwner(t *testing.T) {
 	c := controlPlane(t)
-	node := createNode(t, c, "publish-restart")
-	pool := inventory.Pool{Name: "pool-a", Devices: inventorytest.Devices("dev-", 1000)}
-
-	p := startPublisher(t, sliceclient.Options{NodeName: node.Name}, onePool(pool))
-	slices := waitPool(t, c, node.Name, pool)
+	node, pool, p := publishedPool(t, c, "publish-restart", 1000)
+	slices := listSlices(t, c, node.Name)
 	if len(slices) != 8 {
 		t.Fatalf("%d slices for 1000 devices, want 8", len(slices))
 	}
@@ -78,10 +87,7 @@ func TestPublishRestartAndOwner(t *testing.T) {
 // the pool generation is bumped only when the layout changes.
 func TestMinimalWrites(t *testing.T) {
 	c := controlPlane(t)
-	node := createNode(t, c, "minimal-writes")
-	pool := inventory.Pool{Name: "pool-a", Devices: inventorytest.Devices("dev-", 1000)}
-	p := startPublisher(t, sliceclient.Options{NodeName: node.Name}, onePool(pool))
-	waitPool(t, c, node.Name, pool)
+	node, pool, p := publishedPool(t, c, "minimal-writes", 1000)
 
 	steps := []struct {
 		name   string
@@ -123,10 +129,7 @@ func TestMinimalWrites(t *testing.T) {
 
 func TestDriftRepair(t *testing.T) {
 	c := controlPlane(t)
-	node := createNode(t, c, "drift")
-	pool := inventory.Pool{Name: "pool-a", Devices: inventorytest.Devices("dev-", 1000)}
-	p := startPublisher(t, sliceclient.Options{NodeName: node.Name}, onePool(pool))
-	waitPool(t, c, node.Name, pool)
+	node, pool, p := publishedPool(t, c, "drift", 1000)
 	ctx := context.Background()
 	api := c.ResourceV1().ResourceSlices()
 
@@ -181,10 +184,7 @@ func TestDriftRepair(t *testing.T) {
 // inventory.Validate refuses, with its error, and nothing is written.
 func TestInvalidInventoryPublishesNothing(t *testing.T) {
 	c := controlPlane(t)
-	node := createNode(t, c, "invalid")
-	pool := inventory.Pool{Name: "pool-a", Devices: inventorytest.Devices("dev-", 10)}
-	p := startPublisher(t, sliceclient.Options{NodeName: node.Name}, onePool(pool))
-	waitPool(t, c, node.Name, pool)
+	node, pool, p := publishedPool(t, c, "invalid", 10)
 	audited := auditedWrites(t, node.Name)
 	bad := inventory.Pool{Name: "pool-a", Devices: append(inventorytest.Devices("dev-", 10), inventorytest.Device("Bad_Name", "x"))}
 	err := p.Update(onePool(bad))
@@ -258,10 +258,7 @@ func TestDroppedFieldsReportedOnce(t *testing.T) {
 // previous run; once the (same) inventory arrives it writes nothing.
 func TestStartBeforeInventoryKeepsSlices(t *testing.T) {
 	c := controlPlane(t)
-	node := createNode(t, c, "start-before-inventory")
-	pool := inventory.Pool{Name: "pool-a", Devices: inventorytest.Devices("dev-", 200)}
-	first := startPublisher(t, sliceclient.Options{NodeName: node.Name}, onePool(pool))
-	waitPool(t, c, node.Name, pool)
+	node, pool, first := publishedPool(t, c, "start-before-inventory", 200)
 	first.Stop()
 	audited := auditedWrites(t, node.Name)
 
