@@ -2,15 +2,14 @@ module github.com/dranode/dranode/compat/powerloss
 
 go 1.26.0
 
-require github.com/hanwen/go-fuse/v2 v2.12.1
-
-require golang.org/x/sys v0.48.0 // indirect
-
 require (
 	github.com/dranode/dranode/cdi v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/checkpoint v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/claimcache v0.0.0-00010101000000-000000000000
+	github.com/hanwen/go-fuse/v2 v2.12.1
 )
+
+require golang.org/x/sys v0.48.0 // indirect
 
 replace (
 	github.com/dranode/dranode/cdi => ../../cdi
