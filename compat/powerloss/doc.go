@@ -14,7 +14,8 @@
 // an agent restarting after a power cut does, so recovery is cut too.
 //
 // The workloads are "journal" (checkpoint.Journal, with compaction every
-// few dozen commits), "claimcache" (claimcache.Cache: StartPrepare,
+// few dozen commits), "file" (checkpoint.File: Save of a growing
+// document), "claimcache" (claimcache.Cache: StartPrepare,
 // FinishPrepare, StartUnprepare and Remove, every run a new boot ID) and
 // "cdi" (cdi.SpecDir: Sweep, Write, a replacing Write, Remove), plus
 // "cdi-nofsync" and "cdi-nodirsync", copies of SpecDir's writes with one
