@@ -464,7 +464,11 @@ func (h *harness) iteration(tr trigger, torn bool, seed uint64) (*outcome, error
 		if finished {
 			return nil
 		}
-		return cmd.Process.Signal(syscall.SIGKILL)
+		// The writer may have finished just as the freeze came.
+		if err := cmd.Process.Signal(syscall.SIGKILL); !errors.Is(err, os.ErrProcessDone) {
+			return err
+		}
+		return nil
 	})
 	if !finished {
 		waitErr = <-exited
