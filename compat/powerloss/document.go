@@ -19,9 +19,7 @@ import (
 // sizes vary, so the temporary files and renames differ in size too.
 func init() {
 	workloads["file"] = workload{write: writeDocuments, newChecker: func() checker {
-		c := &documentChecker{}
-		c.adopt(map[int]int{})
-		return c
+		return &documentChecker{newSequences("version")}
 	}}
 }
 
@@ -83,48 +81,19 @@ func writeDocuments(dir string, env WriterEnv, out *Acker) error {
 	return errors.Join(errs...)
 }
 
-// documentChecker knows, per document, the version the run started from,
-// the last one acknowledged and the last one attempted.
+// documentChecker follows each goroutine's document versions.
 type documentChecker struct {
-	base, acked, tried map[int]int
-}
-
-func (c *documentChecker) adopt(versions map[int]int) {
-	c.base, c.acked, c.tried = versions, map[int]int{}, map[int]int{}
+	sequences
 }
 
 func (c *documentChecker) setup(dir string) error { return os.Mkdir(dir, 0o755) }
-
-func (c *documentChecker) observe(line string) error {
-	kind, key, _, payload, err := parseLine(line)
-	if err != nil {
-		return err
-	}
-	g, err1 := strconv.Atoi(key)
-	n, err2 := strconv.Atoi(payload)
-	if err1 != nil || err2 != nil {
-		return fmt.Errorf("malformed file line %q", line)
-	}
-	if kind == "ack" {
-		c.acked[g] = n
-	} else {
-		c.tried[g] = n
-	}
-	return nil
-}
 
 // load opens every document the writers may have saved with the product's
 // own code.
 func (c *documentChecker) load(dir string) (map[int]int, []Violation) {
 	versions := map[int]int{}
-	gs := map[int]bool{}
-	for _, m := range []map[int]int{c.base, c.acked, c.tried} {
-		for g := range m {
-			gs[g] = true
-		}
-	}
 	var vs []Violation
-	for _, g := range sortedInts(gs) {
+	for _, g := range c.goroutines(nil) {
 		path := documentPath(dir, g)
 		var n int
 		var d document
@@ -156,21 +125,21 @@ func (c *documentChecker) reset(dir string) error {
 // check: every document is the last acknowledged version, or the one
 // attempted after it.
 func (c *documentChecker) check(dir string) ([]Violation, int, int) {
-	acks := 0
-	for g, n := range c.acked {
-		acks += n - c.base[g]
-	}
+	acks := c.acks()
 	versions, vs := c.load(dir)
-	for g, got := range versions {
-		lo := max(c.base[g], c.acked[g])
-		key := filepath.Base(documentPath(dir, g))
-		switch {
-		case got < lo:
-			vs = append(vs, Violation{Kind: Lost, Key: key, Detail: fmt.Sprintf("found version %d, but version %d was acknowledged", got, lo)})
-		case got > lo && !(got == lo+1 && c.tried[g] == got):
-			vs = append(vs, Violation{Kind: Invented, Key: key, Detail: fmt.Sprintf("found version %d, but version %d was the last acknowledged and %d the last attempted", got, lo, c.tried[g])})
+	for _, g := range sortedKeysInt(versions) {
+		if v := c.judge(g, versions[g], filepath.Base(documentPath(dir, g))); v != nil {
+			vs = append(vs, *v)
 		}
 	}
 	c.adopt(versions)
 	return vs, acks, 0
+}
+
+func sortedKeysInt(m map[int]int) []int {
+	gs := map[int]bool{}
+	for g := range m {
+		gs[g] = true
+	}
+	return sortedInts(gs)
 }

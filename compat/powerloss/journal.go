@@ -50,9 +50,7 @@ func parseJournalKey(key string) (g, s int, ok bool) {
 
 func init() {
 	workloads["journal"] = workload{write: writeJournal, newChecker: func() checker {
-		c := &journalChecker{}
-		c.adopt(map[int]int{})
-		return c
+		return &journalChecker{newSequences("step")}
 	}}
 }
 
@@ -103,10 +101,9 @@ func journalSteps(state map[string]journalValue) map[int]int {
 	return last
 }
 
-// journalChecker knows, per goroutine, the step the state was at when the
-// run started (base), the last step acknowledged and the last attempted.
+// journalChecker follows each goroutine's steps.
 type journalChecker struct {
-	base, acked, tried map[int]int
+	sequences
 }
 
 func (c *journalChecker) setup(dir string) error {
@@ -115,24 +112,6 @@ func (c *journalChecker) setup(dir string) error {
 		return err
 	}
 	return j.Close()
-}
-
-func (c *journalChecker) observe(line string) error {
-	kind, key, _, payload, err := parseLine(line)
-	if err != nil {
-		return err
-	}
-	g, err1 := strconv.Atoi(key)
-	s, err2 := strconv.Atoi(payload)
-	if err1 != nil || err2 != nil {
-		return fmt.Errorf("malformed journal line %q", line)
-	}
-	if kind == "ack" {
-		c.acked[g] = s
-	} else {
-		c.tried[g] = s
-	}
-	return nil
 }
 
 func (c *journalChecker) load(dir string) (map[string]journalValue, *Violation) {
@@ -162,18 +141,11 @@ func (c *journalChecker) reset(dir string) error {
 	return nil
 }
 
-func (c *journalChecker) adopt(steps map[int]int) {
-	c.base, c.acked, c.tried = steps, map[int]int{}, map[int]int{}
-}
-
 // check: for every goroutine the state must be exactly the state after
 // some step s, where s is the last acknowledged step (or the step the run
 // started from), or the one attempted after it.
 func (c *journalChecker) check(dir string) ([]Violation, int, int) {
-	acks := 0
-	for g, s := range c.acked {
-		acks += s - c.base[g]
-	}
+	acks := c.acks()
 	state, v := c.load(dir)
 	if v != nil {
 		return []Violation{*v}, acks, 0
@@ -192,26 +164,11 @@ func (c *journalChecker) check(dir string) ([]Violation, int, int) {
 		byG[g][k] = val
 	}
 	steps := journalSteps(state)
-	gs := map[int]bool{}
-	for _, m := range []map[int]int{c.base, c.acked, c.tried, steps} {
-		for g := range m {
-			gs[g] = true
-		}
-	}
-	for _, g := range sortedInts(gs) {
-		lo := max(c.base[g], c.acked[g])
-		hi := lo
-		if c.tried[g] == lo+1 {
-			hi = lo + 1
-		}
+	for _, g := range c.goroutines(steps) {
 		got := steps[g]
 		key := fmt.Sprintf("goroutine %d", g)
-		switch {
-		case got < lo:
-			vs = append(vs, Violation{Kind: Lost, Key: key, Detail: fmt.Sprintf("state is at step %d, but step %d was acknowledged", got, lo)})
-			continue
-		case got > hi:
-			vs = append(vs, Violation{Kind: Invented, Key: key, Detail: fmt.Sprintf("state is at step %d, but only steps up to %d were attempted", got, hi)})
+		if v := c.judge(g, got, key); v != nil {
+			vs = append(vs, *v)
 			continue
 		}
 		// Exactly the window of step got, with the exact values: a
