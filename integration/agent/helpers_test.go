@@ -94,6 +94,9 @@ func config(t testing.TB) agent.Config {
 	cfg.Kubelet.RegistryDir = filepath.Join(root, "reg")
 	cfg.Kubelet.PluginsDir = filepath.Join(root, "plugins")
 	cfg.CDI.Dir = filepath.Join(root, "cdi")
+	// Used only standalone, but the configuration names them either way.
+	cfg.Claims.Dir = filepath.Join(root, "claims")
+	cfg.Slices.DryRunDir = filepath.Join(root, "slices")
 	cfg.HTTP.Address = "" // the test reads the metrics from the registry
 	cfg.Plugins.Drivers = []agent.DriverConfig{{
 		Name: "gpu", Path: plugin, SHA256: hex.EncodeToString(sum[:]),
