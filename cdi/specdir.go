@@ -42,7 +42,8 @@ const ClaimClass = "claim"
 // Its methods are safe for concurrent use on different claims; writing and
 // removing the same claim's spec concurrently leaves one of the two results.
 type SpecDir struct {
-	// Path is the directory; Write creates it (mode 0755) when missing.
+	// Path is the directory; Write creates it (mode 0755) when missing,
+	// durably: the parent of each directory it creates is synced.
 	Path string
 	// NoSync skips the fsyncs of Write, Remove and Sweep. Readers still
 	// see a spec whole or not at all (a temporary file renamed into
@@ -75,7 +76,7 @@ func (d SpecDir) Write(spec *Spec, claimUID string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(d.Path, 0o755); err != nil {
+	if err := d.disk().MkdirAll(d.Path, 0o755); err != nil {
 		return "", fmt.Errorf("cdi: creating spec directory: %w", err)
 	}
 	path := filepath.Join(d.Path, TransientSpecFileName(vendor, class, claimUID))
