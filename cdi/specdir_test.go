@@ -93,16 +93,18 @@ func TestSpecDirWriteRemove(t *testing.T) {
 	}
 }
 
-// Durable (the zero value) syncs the spec and the directory on Write and
-// the directory on Remove and Sweep; NoSync syncs nothing and still
+// Durable (the zero value) syncs the spec and the directory on Write (and
+// the parent of the directory when Write creates it) and the directory on
+// Remove and Sweep; NoSync syncs nothing and still
 // replaces specs whole, with no temporary file left behind.
 func TestSpecDirNoSync(t *testing.T) {
 	for _, tc := range []struct {
 		name                           string
 		noSync                         bool
 		wantWrite, wantRemove, wantSwp uint64
+		wantMkdir                      uint64 // extra, on the Write that creates the directory
 	}{
-		{name: "durable", wantWrite: 2, wantRemove: 1, wantSwp: 1},
+		{name: "durable", wantWrite: 2, wantRemove: 1, wantSwp: 1, wantMkdir: 1},
 		{name: "no-sync", noSync: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,9 +120,13 @@ func TestSpecDirNoSync(t *testing.T) {
 					t.Errorf("%s: %d fsyncs, want %d", what, got, want)
 				}
 			}
-			for _, env := range []string{"GPU=0", "GPU=1"} {
+			for i, env := range []string{"GPU=0", "GPU=1"} {
 				spec.Devices[0].ContainerEdits.Env = []string{env}
-				counted("Write "+env, tc.wantWrite, func() error { _, err := d.Write(spec, testClaimUID); return err })
+				want := tc.wantWrite
+				if i == 0 {
+					want += tc.wantMkdir
+				}
+				counted("Write "+env, want, func() error { _, err := d.Write(spec, testClaimUID); return err })
 				data, err := os.ReadFile(filepath.Join(d.Path, TransientSpecFileName("gpu.example.com", "claim", testClaimUID)))
 				if err != nil {
 					t.Fatal(err)
