@@ -19,12 +19,14 @@ const (
 )
 
 // cloneHead clones the repository this test runs in, at HEAD, into a
-// temporary directory: nothing done there reaches the repository.
+// temporary directory: nothing done there reaches the repository. The
+// clone has no tags: the repository's own release tags would make the
+// test's release of the same versions refuse to tag.
 func cloneHead(t *testing.T) string {
 	t.Helper()
 	root := runGit(t, ".", "rev-parse", "--show-toplevel")
 	clone := filepath.Join(t.TempDir(), "repo")
-	runGit(t, ".", "clone", "-q", "--no-local", root, clone)
+	runGit(t, ".", "clone", "-q", "--no-local", "--no-tags", root, clone)
 	setIdentity(t, clone)
 	return clone
 }
