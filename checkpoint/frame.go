@@ -83,14 +83,11 @@ func readFrame(data []byte, off int) (payload []byte, next int, fault frameFault
 
 // validFrameAfter reports whether any offset after off starts a frame that
 // verifies. It tells a torn tail (nothing valid follows the damage) from
-// damage in the middle of acknowledged data.
+// damage in the middle of acknowledged data. Its work is linear in the bytes
+// after off (see frameSearch).
 func validFrameAfter(data []byte, off int) bool {
-	for p := off + 1; p+frameHdrLen < len(data); p++ {
-		if _, _, f := readFrame(data, p); f == faultNone {
-			return true
-		}
-	}
-	return false
+	_, _, _, ok := newFrameSearch(data, off+1).next(off + 1)
+	return ok
 }
 
 // header is the first frame of every file.

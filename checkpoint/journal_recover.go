@@ -178,19 +178,26 @@ func (j *Journal[V]) decodeUnsure(dec *jsonfast.Decoder, path string, version in
 
 // scanRecords calls fn for every frame at or after off that verifies and
 // holds a record that parses, resynchronising byte by byte after anything
-// else, and returns the number of bytes in no such frame.
+// else, and returns the number of bytes in no such frame. Its work is linear
+// in the bytes scanned, however many of them claim to start a frame (see
+// frameSearch), plus the parsing of the frames that verify.
 func scanRecords(data []byte, off int, fn func(payload []byte, at int)) (unreadable int64) {
-	for p := off; p < len(data); {
-		payload, next, fault := readFrame(data, p)
-		if fault == faultNone && parseRecord(payload, func([]byte, []byte, bool) {}) == nil {
-			fn(payload, p)
-			p = next
+	s := newFrameSearch(data, off)
+	p := off // the first byte not yet counted
+	for q := off; ; {
+		at, payload, next, ok := s.next(q)
+		if !ok {
+			break
+		}
+		if parseRecord(payload, func([]byte, []byte, bool) {}) != nil {
+			q = at + 1
 			continue
 		}
-		unreadable++
-		p++
+		unreadable += int64(at - p)
+		fn(payload, at)
+		p, q = next, next
 	}
-	return unreadable
+	return unreadable + int64(max(len(data)-p, 0))
 }
 
 // copyAside writes each remainder to <file>.corrupt-<timestamp>, durably,
