@@ -50,8 +50,8 @@ func TestFreshRecordCarriesFormatVersion(t *testing.T) {
 		if err := json.Unmarshal(data[16:16+n], &h); err != nil {
 			t.Fatalf("%s: header: %v", e.Name(), err)
 		}
-		if h.Kind != schemaKind || h.Version == nil || *h.Version != FormatVersion {
-			t.Errorf("%s: header %s, want kind %q and version %d", e.Name(), data[16:16+n], schemaKind, FormatVersion)
+		if h.Kind != Kind || h.Version == nil || *h.Version != FormatVersion {
+			t.Errorf("%s: header %s, want kind %q and version %d", e.Name(), data[16:16+n], Kind, FormatVersion)
 		}
 		headers++
 	}

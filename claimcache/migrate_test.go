@@ -44,7 +44,7 @@ func format0Log(values map[string][]byte) []byte {
 		record = binary.AppendUvarint(record, uint64(len(values[key])))
 		record = append(record, values[key]...)
 	}
-	out := frame([]byte("DRNJLOG1"), []byte(`{"kind":"`+schemaKind+`","version":0,"generation":1}`))
+	out := frame([]byte("DRNJLOG1"), []byte(`{"kind":"`+Kind+`","version":0,"generation":1}`))
 	return frame(out, record)
 }
 
@@ -138,7 +138,7 @@ func TestUpgradeFormat0(t *testing.T) {
 
 	// The committed journal really is older than what is written now: a
 	// reader of the current format without the upgrade refuses it.
-	_, err := checkpoint.OpenJournal[record](dir, checkpoint.Schema{Kind: schemaKind, Version: FormatVersion})
+	_, err := checkpoint.OpenJournal[record](dir, checkpoint.Schema{Kind: Kind, Version: FormatVersion})
 	var me *checkpoint.MigrationError
 	if !errors.As(err, &me) || me.From != 0 {
 		t.Fatalf("current-format reader without the upgrade, before it: %v, want *checkpoint.MigrationError from format 0", err)
@@ -164,7 +164,7 @@ func TestUpgradeFormat0(t *testing.T) {
 
 	// The journal was rewritten in the current format: a reader that knows
 	// only format 1 (no migrations) reads it, in a new boot.
-	j, err := checkpoint.OpenJournal[record](dir, checkpoint.Schema{Kind: schemaKind, Version: FormatVersion})
+	j, err := checkpoint.OpenJournal[record](dir, checkpoint.Schema{Kind: Kind, Version: FormatVersion})
 	if err != nil {
 		t.Fatalf("current-format reader after the upgrade: %v", err)
 	}
@@ -205,7 +205,7 @@ func TestUpgradeRefusesBadFormat0Records(t *testing.T) {
 
 func TestNewerFormatIsRefused(t *testing.T) {
 	dir := t.TempDir()
-	j, err := checkpoint.OpenJournal[json.RawMessage](dir, checkpoint.Schema{Kind: schemaKind, Version: FormatVersion + 1})
+	j, err := checkpoint.OpenJournal[json.RawMessage](dir, checkpoint.Schema{Kind: Kind, Version: FormatVersion + 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,11 @@ import (
 // written by a release; format 1, the first layout this module writes
 // (record). Shipping the 0 → 1 upgrade proves, before a real format change
 // needs it, that stored claims survive one.
-const schemaKind = "dranode.io/claimcache"
+
+// Kind is the checkpoint kind of the record, in the header of every journal
+// file: tools that read a record without opening it (dranodectl) tell it
+// from other dranode files by it.
+const Kind = "dranode.io/claimcache"
 
 // FormatVersion is the format version of the record this package writes (in
 // the header of every journal file, see the checkpoint module's README). A
@@ -32,7 +36,7 @@ const FormatVersion = 1
 // upgrades from older ones.
 func storeSchema() checkpoint.Schema {
 	return checkpoint.Schema{
-		Kind:    schemaKind,
+		Kind:    Kind,
 		Version: FormatVersion,
 		Migrations: map[int]func(json.RawMessage) (json.RawMessage, error){
 			0: migrateFormat0To1,
