@@ -34,14 +34,18 @@ var (
 // checksum mismatch, undecodable JSON, a file of another kind, or a record
 // in the middle of a journal log that does not verify.
 type CorruptError struct {
-	Path   string // the file that failed
+	Path   string // the file that failed; empty for bytes decoded without one
 	Offset int64  // byte offset of the failing frame or field (0 when the whole file is at fault)
 	Reason string // what failed, for people
 	Err    error  // underlying error, if any
 }
 
 func (e *CorruptError) Error() string {
-	msg := fmt.Sprintf("checkpoint: corrupt %s at offset %d: %s", e.Path, e.Offset, e.Reason)
+	where := e.Path
+	if where == "" {
+		where = "data" // bytes decoded without a file, e.g. by kubeletcompat's Decode functions
+	}
+	msg := fmt.Sprintf("checkpoint: corrupt %s at offset %d: %s", where, e.Offset, e.Reason)
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 
 	"github.com/dranode/dranode/checkpoint"
@@ -79,17 +78,20 @@ func (p PodDevices) DeviceIDs() []string {
 
 // ReadDeviceManagerCheckpoint reads and verifies the kubelet device manager's
 // checkpoint at path, in either layout. A missing file gives an error matching
-// fs.ErrNotExist.
+// fs.ErrNotExist; a path that is not a regular file (ErrNotRegular) or holds
+// more than MaxCheckpointSize bytes (ErrTooLarge) is refused without reading
+// it. Every error names path.
 func ReadDeviceManagerCheckpoint(path string) (DeviceManagerCheckpoint, error) {
-	data, err := os.ReadFile(path)
+	data, err := readCheckpoint(path, "device manager checkpoint")
 	if err != nil {
-		return DeviceManagerCheckpoint{}, fmt.Errorf("kubeletcompat: read device manager checkpoint: %w", err)
+		return DeviceManagerCheckpoint{}, err
 	}
 	return decodeDeviceManagerCheckpoint(path, data)
 }
 
 // DecodeDeviceManagerCheckpoint decodes and verifies the contents of a kubelet
-// device manager checkpoint, in either layout.
+// device manager checkpoint, in either layout. Its errors name no path (see
+// DecodeDRAManagerState).
 func DecodeDeviceManagerCheckpoint(data []byte) (DeviceManagerCheckpoint, error) {
 	return decodeDeviceManagerCheckpoint("", data)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
-	"os"
 	"slices"
 	"sort"
 
@@ -95,17 +94,21 @@ type draDeviceJSON struct {
 }
 
 // ReadDRAManagerState reads and verifies the kubelet DRA manager's checkpoint
-// at path. A missing file gives an error matching fs.ErrNotExist.
+// at path. A missing file gives an error matching fs.ErrNotExist; a path that
+// is not a regular file (ErrNotRegular) or holds more than MaxCheckpointSize
+// bytes (ErrTooLarge) is refused without reading it. Every error names path.
 func ReadDRAManagerState(path string) (DRAManagerState, error) {
-	data, err := os.ReadFile(path)
+	data, err := readCheckpoint(path, "DRA manager state")
 	if err != nil {
-		return DRAManagerState{}, fmt.Errorf("kubeletcompat: read DRA manager state: %w", err)
+		return DRAManagerState{}, err
 	}
 	return decodeDRAManagerState(path, data)
 }
 
 // DecodeDRAManagerState decodes and verifies the contents of a kubelet DRA
-// manager checkpoint.
+// manager checkpoint. Its errors have no path to name: they say "data", and
+// a caller that read the bytes from a file can set the Path of the
+// *checkpoint.CorruptError or *UnknownFormatError.
 func DecodeDRAManagerState(data []byte) (DRAManagerState, error) {
 	return decodeDRAManagerState("", data)
 }
