@@ -206,8 +206,11 @@ func AddFlags(fs *pflag.FlagSet) {
 
 // LoadConfig merges, highest first: flags that were set, DRANODE_
 // environment variables, the file named by --config (if any), and the
-// defaults. Unknown keys in the file and invalid values are errors naming
-// the key. fs may be nil (no flags); environ is os.Environ()-shaped.
+// defaults. Unknown keys in the file (named as the file spells them) and
+// invalid values (quoted) are *ConfigErrors naming the key. A value is read
+// the same from every source and never guessed at: a duration needs a unit
+// ("30" is refused, not 30ns), a list key needs a list. fs may be nil (no
+// flags); environ is os.Environ()-shaped.
 func LoadConfig(fs *pflag.FlagSet, environ []string) (Config, error) {
 	v := viper.New()
 	def := DefaultConfig()
