@@ -58,7 +58,28 @@ func removeTemps(dir, name string) error {
 // asideName is where a corrupt file is moved: same directory, so the rename
 // is atomic and the evidence stays next to the store.
 func asideName(path string, now time.Time) string {
-	return path + ".corrupt-" + now.UTC().Format("20060102T150405.000000000Z")
+	return path + asideInfix + now.UTC().Format(asideTimeLayout)
+}
+
+const (
+	asideInfix      = ".corrupt-"
+	asideTimeLayout = "20060102T150405.000000000Z"
+)
+
+// ParseAsideName tells whether name (a file name, or a path) is a copy of
+// damaged data that MoveCorruptAside made (<file>.corrupt-<UTC timestamp>),
+// and if so returns the file it was made from (in name's directory) and
+// when. Tools list these next to a store without hard-coding the format.
+func ParseAsideName(name string) (from string, at time.Time, ok bool) {
+	i := strings.LastIndex(name, asideInfix)
+	if i <= 0 {
+		return "", time.Time{}, false
+	}
+	at, err := time.Parse(asideTimeLayout, name[i+len(asideInfix):])
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return name[:i], at, true
 }
 
 // moveAside renames path to its corrupt-aside name and makes that durable.

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The device-record history used by the migration tests (fixtures in
@@ -589,5 +590,20 @@ func TestDowngradeCopyUndecodableKeepsNewerFile(t *testing.T) {
 	}
 	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(before, after) {
 		t.Fatalf("the newer main file was touched: %v", err)
+	}
+}
+
+func TestParseAsideName(t *testing.T) {
+	at := time.Date(2026, 11, 23, 18, 4, 3, 123456789, time.UTC)
+	for _, from := range []string{"log.1", "/var/lib/dranode/claims/snapshot", "state.ckpt"} {
+		gotFrom, gotAt, ok := ParseAsideName(asideName(from, at.In(time.FixedZone("x", 3600))))
+		if !ok || gotFrom != from || !gotAt.Equal(at) {
+			t.Errorf("%s: %q %v %v, want %q %v", from, gotFrom, gotAt, ok, from, at)
+		}
+	}
+	for _, name := range []string{"log.1", ".corrupt-20261123T180403.123456789Z", "log.1.corrupt-yesterday", "log.1.corrupt-20261123T180403Z", "lock"} {
+		if from, _, ok := ParseAsideName(name); ok {
+			t.Errorf("%q parsed as an aside copy of %q", name, from)
+		}
 	}
 }
