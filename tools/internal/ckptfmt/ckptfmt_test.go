@@ -114,7 +114,7 @@ func TestReadJournalAgreesWithClaimcache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Kind != "dranode.io/claimcache" || len(j.State) != len(want) {
+	if j.Kind != claimcache.Kind || len(j.State) != len(want) {
 		t.Fatalf("kind %q, %d keys; want %d", j.Kind, len(j.State), len(want))
 	}
 	for _, e := range want {

@@ -30,7 +30,15 @@ type Journal struct {
 	State map[string]json.RawMessage `json:"state"`
 	// Versions lists the distinct format versions found in the live files.
 	Versions []int `json:"versions"`
+
+	// versions holds, for each key in State, the format version of the
+	// file its value came from: what decoding the value needs.
+	versions map[string]int
 }
+
+// ValueVersion returns the format version of the file the value of key in
+// State was read from.
+func (j *Journal) ValueVersion(key string) int { return j.versions[key] }
 
 // FileError names the journal file a problem was found in.
 type FileError struct {
@@ -72,7 +80,7 @@ func logGeneration(name string) (int64, bool) {
 // Journal returned with an error holds what was read up to that point. The
 // read stops when ctx ends.
 func ReadJournal(ctx context.Context, dir string) (*Journal, error) {
-	j := &Journal{Dir: dir, State: map[string]json.RawMessage{}}
+	j := &Journal{Dir: dir, State: map[string]json.RawMessage{}, versions: map[string]int{}}
 	snapGen := int64(1)
 	if _, err := os.Lstat(filepath.Join(dir, "snapshot")); err == nil {
 		p, err := j.scan(ctx, "snapshot")
@@ -142,11 +150,16 @@ func (j *Journal) scan(ctx context.Context, name string) (*Summary, error) {
 			}
 		}
 		for _, c := range r.Changes {
-			j.apply(c)
+			j.apply(c, s.Header.Version)
 		}
 		return nil
 	})
 	if err != nil {
+		if s != nil && j.Kind == "" {
+			// A damaged first file still says what the journal holds
+			// when its header verified.
+			j.Kind = s.Header.Kind
+		}
 		var fe *FileError
 		if errors.As(err, &fe) {
 			return nil, err
@@ -169,11 +182,13 @@ func (j *Journal) checkKind(name string, s *Summary) error {
 // apply replays one change, reusing the stored key and value memory where
 // the key is already present: a log that rewrites the same claims costs
 // what its live state costs.
-func (j *Journal) apply(c Change) {
+func (j *Journal) apply(c Change, version int) {
 	if c.Op != "put" {
 		delete(j.State, c.Key)
+		delete(j.versions, c.Key)
 		return
 	}
+	j.versions[c.Key] = version
 	if old, ok := j.State[c.Key]; ok && cap(old) >= len(c.Value) {
 		j.State[c.Key] = append(old[:0], c.Value...)
 		return

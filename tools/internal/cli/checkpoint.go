@@ -32,15 +32,6 @@ const (
 	fmtDeviceManager  = "kubelet-device-manager-checkpoint"
 )
 
-// claimcacheKind is the kind claimcache stores its journal under.
-const claimcacheKind = "dranode.io/claimcache"
-
-// maxKubeletCheckpointBytes bounds a kubelet checkpoint dranodectl reads:
-// the kubelet's checkpoint manager sets no limit and decodes files whole, so
-// neither can dranodectl stream them. A DRA manager state holds a node's
-// prepared claims, a device manager checkpoint its devices: kilobytes.
-const maxKubeletCheckpointBytes = 64 << 20
-
 // maxMigrateFileBytes bounds one journal file migrate copies for its
 // backup; claimcache.Open reads each of them whole afterwards anyway.
 const maxMigrateFileBytes = 1 << 30
@@ -59,6 +50,9 @@ type checkpointReport struct {
 	Supported int    `json:"supportedVersion,omitempty"`
 	Checksum  string `json:"checksum"`
 	Note      string `json:"note,omitempty"`
+	// Recovery is a claim record's recovery state (damage now, copies of
+	// damaged data, uncertain entries); nil when there is none.
+	Recovery *recoveryReport `json:"recovery,omitempty"`
 
 	// Dranode is the shape inspect prints a dranode file in; the records
 	// are streamed from the file (see dranodeBody), never all held, so it is
@@ -123,6 +117,11 @@ func runCheckpointRead(ctx context.Context, stdout io.Writer, path string, forma
 	var body *dranodeBody
 	if st.IsDir() {
 		err = readJournalReport(ctx, rep, path)
+		rec, rerr := claimRecordRecovery(ctx, rep, path, err)
+		rep.Recovery = rec
+		if err == nil {
+			err = rerr
+		}
 	} else {
 		f, oerr := openCheckpointFile(path)
 		if oerr != nil {
@@ -162,7 +161,7 @@ func openCheckpointFile(path string) (*regularfile.File, error) {
 // filling rep (whose Format stays empty when the format is not one
 // dranodectl knows). A dranode file is read as a stream and comes back as
 // the body inspect prints its records from; kubelet checkpoints, which
-// cannot be streamed, are read whole up to maxKubeletCheckpointBytes. path
+// cannot be streamed, are read whole up to kubeletcompat.MaxCheckpointSize. path
 // names the file in the report and errors.
 func recognise(ctx context.Context, rep *checkpointReport, path string, r io.ReaderAt, size int64) (*dranodeBody, error) {
 	body := &dranodeBody{r: r, size: size}
@@ -247,7 +246,7 @@ func checkVersion(rep *checkpointReport, path string, versions []int) error {
 // kind: for the claim record, the one the claimcache module it is built with
 // writes, so that the tool never disagrees with the agent.
 func supportedVersion(kind string) (int, bool) {
-	if kind != claimcacheKind {
+	if kind != claimcache.Kind {
 		return 0, false
 	}
 	return claimcache.FormatVersion, true
@@ -257,9 +256,9 @@ func supportedVersion(kind string) (int, bool) {
 // single JSON documents) and tells the DRA manager's from the device
 // manager's.
 func readKubelet(rep *checkpointReport, path string, r io.ReaderAt, size int64) error {
-	if size > maxKubeletCheckpointBytes {
+	if size > kubeletcompat.MaxCheckpointSize {
 		return fmt.Errorf("%s: %w: neither a dranode file (no DRN magic) nor a kubelet checkpoint: %w", path, kubeletcompat.ErrUnknownFormat,
-			&regularfile.TooLargeError{Path: path, Size: size, Limit: maxKubeletCheckpointBytes, What: "kubelet checkpoint"})
+			&regularfile.TooLargeError{Path: path, Size: size, Limit: kubeletcompat.MaxCheckpointSize, What: "kubelet checkpoint"})
 	}
 	data := make([]byte, size)
 	if _, err := io.ReadFull(io.NewSectionReader(r, 0, size), data); err != nil {
@@ -340,6 +339,9 @@ func (r *checkpointReport) table(w *tabwriter.Writer) {
 	fmt.Fprintf(w, "CHECKSUM\t%s\n", r.Checksum)
 	if r.Note != "" {
 		fmt.Fprintf(w, "NOTE\t%s\n", r.Note)
+	}
+	if r.Recovery != nil {
+		r.Recovery.table(w)
 	}
 	if !r.contents {
 		return
@@ -443,7 +445,7 @@ func runCheckpointMigrate(ctx context.Context, stdout io.Writer, path string, fo
 	if err := readJournalReport(ctx, rep, dir); err != nil {
 		return fmt.Errorf("checkpoint migrate refused, nothing changed: %w", err)
 	}
-	if rep.Kind != claimcacheKind {
+	if rep.Kind != claimcache.Kind {
 		return fmt.Errorf("checkpoint migrate %s: kind %q: %w", dir, rep.Kind, ErrNotMigratable)
 	}
 	out := &migrateReport{Path: dir, Kind: rep.Kind, FromVersion: rep.Version, ToVersion: rep.Supported, Claims: len(rep.Journal.State)}

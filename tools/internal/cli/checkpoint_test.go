@@ -199,7 +199,7 @@ func TestCheckpointClaimRecord(t *testing.T) {
 		r := dranodectl(t, "checkpoint", "inspect", path, "-o", "json")
 		wantCode(t, r, 0)
 		rep := mustJSON[checkpointReport](t, r)
-		if rep.Kind != claimcacheKind || rep.Version != "1" || rep.Supported != 1 {
+		if rep.Kind != claimcache.Kind || rep.Version != "1" || rep.Supported != 1 {
 			t.Errorf("%s: kind %q version %q supported %d", path, rep.Kind, rep.Version, rep.Supported)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dranode/dranode/claimcache"
 )
 
 // endlessLog writes a journal log whose check cannot finish in any time a
@@ -22,7 +24,7 @@ import (
 func endlessLog(t *testing.T) string {
 	t.Helper()
 	data := []byte("DRNJLOG1")
-	data = append(data, mustFrame([]byte(`{"kind":"dranode.io/claimcache","version":1,"generation":1}`))...)
+	data = append(data, mustFrame(fmt.Appendf(nil, `{"kind":%q,"version":1,"generation":1}`, claimcache.Kind))...)
 	data = append(data, bytes.Repeat([]byte{1}, 20<<20)...)
 	path := filepath.Join(t.TempDir(), "log.1")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
