@@ -118,14 +118,20 @@ func TestPreparePhaseMetrics(t *testing.T) {
 			if over.sum+plugin > total.sum {
 				t.Errorf("overhead %gs + plugin %gs > whole prepares %gs", over.sum, plugin, total.sum)
 			}
-			var own float64
-			for _, p := range phases {
-				if p != phasePlugin {
-					own += got["driver="+gpuDriver+",phase="+p].sum
+			// A new claim's PrepareStarted is committed while the claim is
+			// read, so those two phases may overlap: each of them, with the
+			// phases that run one after another, fits in the overhead; their
+			// sum need not.
+			for _, overlapping := range []string{phaseClaimFetch, phaseRecordStarted} {
+				var own float64
+				for _, p := range phases {
+					if p != phasePlugin && p != overlapping {
+						own += got["driver="+gpuDriver+",phase="+p].sum
+					}
 				}
-			}
-			if own > over.sum {
-				t.Errorf("the agent's phases took %gs, more than its overhead %gs", own, over.sum)
+				if own > over.sum {
+					t.Errorf("the agent's phases but %s took %gs, more than its overhead %gs", overlapping, own, over.sum)
+				}
 			}
 		})
 	}
