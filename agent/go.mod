@@ -3,11 +3,11 @@ module github.com/dranode/dranode/agent
 go 1.26.0
 
 require (
-	github.com/dranode/dranode/cdi v0.0.0-00010101000000-000000000000
-	github.com/dranode/dranode/claimcache v0.0.0-00010101000000-000000000000
-	github.com/dranode/dranode/inventory v0.0.0-00010101000000-000000000000
-	github.com/dranode/dranode/pluginmgr v0.0.0-00010101000000-000000000000
-	github.com/dranode/dranode/sliceclient v0.0.0-00010101000000-000000000000
+	github.com/dranode/dranode/cdi v0.1.0
+	github.com/dranode/dranode/claimcache v0.1.0
+	github.com/dranode/dranode/inventory v0.1.0
+	github.com/dranode/dranode/pluginmgr v0.1.0
+	github.com/dranode/dranode/sliceclient v0.1.0
 	github.com/go-logr/logr v1.4.3
 	github.com/go-viper/mapstructure/v2 v2.4.0
 	github.com/hashicorp/go-hclog v1.6.3
@@ -28,7 +28,7 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
-	github.com/dranode/dranode/checkpoint v0.0.0-00010101000000-000000000000 // indirect
+	github.com/dranode/dranode/checkpoint v0.1.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect

@@ -3,8 +3,8 @@ module github.com/dranode/dranode/sliceclient
 go 1.26.0
 
 require (
-	github.com/dranode/dranode/checkpoint v0.0.0-00010101000000-000000000000
-	github.com/dranode/dranode/inventory v0.0.0-00010101000000-000000000000
+	github.com/dranode/dranode/checkpoint v0.1.0
+	github.com/dranode/dranode/inventory v0.1.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -61,4 +61,3 @@ replace (
 	github.com/dranode/dranode/checkpoint => ../checkpoint
 	github.com/dranode/dranode/inventory => ../inventory
 )
-

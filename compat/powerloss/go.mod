@@ -3,9 +3,9 @@ module github.com/dranode/dranode/compat/powerloss
 go 1.26.0
 
 require (
-	github.com/dranode/dranode/cdi v0.0.0-00010101000000-000000000000
-	github.com/dranode/dranode/checkpoint v0.0.0-00010101000000-000000000000
-	github.com/dranode/dranode/claimcache v0.0.0-00010101000000-000000000000
+	github.com/dranode/dranode/cdi v0.1.0
+	github.com/dranode/dranode/checkpoint v0.1.0
+	github.com/dranode/dranode/claimcache v0.1.0
 	github.com/hanwen/go-fuse/v2 v2.12.1
 )
 
