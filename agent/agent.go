@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dranode/dranode/cdi"
+	"github.com/dranode/dranode/checkpoint"
 	"github.com/dranode/dranode/claimcache"
 	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
@@ -143,7 +144,8 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // Start opens the claim record, starts the plugins, publishes their
-// inventories, finishes interrupted unprepares, and serves the kubelet. On
+// inventories, finishes interrupted unprepares, reconciles the claims a
+// damaged record left uncertain, and serves the kubelet. On
 // failure everything started is stopped again.
 func (a *Agent) Start(ctx context.Context) (err error) {
 	if a.started {
@@ -163,12 +165,18 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
 		return &ConfigError{Key: "stateDir", Reason: err.Error(), Err: err}
 	}
-	a.cache, a.report, err = claimcache.Open(filepath.Join(a.cfg.StateDir, claimRecordDir), bootID)
+	// A damaged record keeps what came before the damage, and the claims
+	// whose last state it hid become uncertain entries, reconciled below,
+	// rather than being forgotten while their devices are still prepared.
+	a.cache, a.report, err = claimcache.Open(filepath.Join(a.cfg.StateDir, claimRecordDir), bootID,
+		claimcache.WithJournalOptions(checkpoint.WithCorruptPolicy(checkpoint.MoveCorruptAside)))
 	if err != nil {
 		return fmt.Errorf("opening the claim record in stateDir: %w", err)
 	}
 	a.log.Info("Claim record restored", "claims", a.cache.Len(), "interrupted", len(a.report.Interrupted),
-		"rebootDetected", a.report.RebootDetected, "noLongerPrepared", len(a.report.NoLongerPrepared))
+		"rebootDetected", a.report.RebootDetected, "noLongerPrepared", len(a.report.NoLongerPrepared),
+		"uncertain", len(a.report.Uncertain))
+	a.logDamage()
 	if err := a.connect(); err != nil {
 		return err
 	}
@@ -214,6 +222,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		}
 	}
 	a.finishInterrupted(ctx)
+	a.reconcileUncertain(ctx)
 	a.sweepSpecs()
 	for _, d := range a.sortedDrivers() {
 		if err := d.serve(a); err != nil {

@@ -93,6 +93,12 @@ type KubeletConfig struct {
 	RegistryDir string `mapstructure:"registryDir" json:"registryDir"`
 	// PluginsDir gets one DRA socket per driver, "<driver>/dra.sock".
 	PluginsDir string `mapstructure:"pluginsDir" json:"pluginsDir"`
+	// DRAManagerState is the kubelet's own checkpoint of the claims it
+	// prepared ("dra_manager_state" in its root directory). The agent
+	// only reads it, and only when its claim record was damaged: a claim
+	// whose last state the damage hid is kept while the kubelet lists it.
+	// A missing file is read as "the kubelet lists nothing".
+	DRAManagerState string `mapstructure:"draManagerState" json:"draManagerState"`
 }
 
 // CDIConfig is where the container runtime loads CDI specs from.
@@ -164,6 +170,9 @@ func DefaultConfig() Config {
 		Kubelet: KubeletConfig{
 			RegistryDir: "/var/lib/kubelet/plugins_registry",
 			PluginsDir:  "/var/lib/kubelet/plugins",
+			// The kubelet's --root-dir, where its DRA manager keeps its
+			// checkpoint (kubeletcompat.DRAManagerStateFile).
+			DRAManagerState: "/var/lib/kubelet/dra_manager_state",
 		},
 		CDI:             CDIConfig{Dir: "/var/run/cdi"},
 		Slices:          SlicesConfig{SyncDelay: 100 * time.Millisecond},
@@ -182,6 +191,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"boot-id-file", "bootIDFile", "file whose content identifies the boot"},
 	{"kubelet-registry-dir", "kubelet.registryDir", "kubelet plugin registration directory"},
 	{"kubelet-plugins-dir", "kubelet.pluginsDir", "directory for the DRA sockets"},
+	{"kubelet-dra-manager-state", "kubelet.draManagerState", "the kubelet's DRA checkpoint (read to reconcile claims a damaged record left uncertain)"},
 	{"cdi-dir", "cdi.dir", "CDI spec directory of the container runtime"},
 	{"slices-sync-delay", "slices.syncDelay", "coalescing delay for ResourceSlice writes"},
 	{"slices-dry-run-dir", "slices.dryRunDir", "standalone mode: where ResourceSlices are written"},
@@ -310,6 +320,7 @@ func setDefaults(v *viper.Viper, def Config) {
 	v.SetDefault("bootIDFile", def.BootIDFile)
 	v.SetDefault("kubelet.registryDir", def.Kubelet.RegistryDir)
 	v.SetDefault("kubelet.pluginsDir", def.Kubelet.PluginsDir)
+	v.SetDefault("kubelet.draManagerState", def.Kubelet.DRAManagerState)
 	v.SetDefault("cdi.dir", def.CDI.Dir)
 	v.SetDefault("plugins.drivers", []any{})
 	v.SetDefault("slices.syncDelay", def.Slices.SyncDelay.String())
@@ -579,6 +590,7 @@ func (c Config) Validate() error {
 	for _, p := range []struct{ key, val string }{
 		{"stateDir", c.StateDir}, {"bootIDFile", c.BootIDFile},
 		{"kubelet.registryDir", c.Kubelet.RegistryDir}, {"kubelet.pluginsDir", c.Kubelet.PluginsDir},
+		{"kubelet.draManagerState", c.Kubelet.DRAManagerState},
 		{"cdi.dir", c.CDI.Dir}, {"slices.dryRunDir", c.Slices.DryRunDir}, {"claims.dir", c.Claims.Dir},
 	} {
 		if p.val == "" {

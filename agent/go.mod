@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/dranode/dranode/cdi v0.1.0
+	github.com/dranode/dranode/checkpoint v0.1.0
 	github.com/dranode/dranode/claimcache v0.1.0
 	github.com/dranode/dranode/inventory v0.1.0
 	github.com/dranode/dranode/pluginmgr v0.1.0
@@ -28,7 +29,6 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
-	github.com/dranode/dranode/checkpoint v0.1.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect

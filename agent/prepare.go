@@ -407,6 +407,23 @@ func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
 	if err != nil {
 		return fmt.Errorf("recording claim %s as being unprepared: %w", uid, err)
 	}
+	names, err := a.unprepareDrivers(ctx, e)
+	if err != nil {
+		return err
+	}
+	if err := a.cache.Remove(uid); err != nil {
+		return fmt.Errorf("dropping claim %s from the record: %w", uid, err)
+	}
+	logr.FromContextOrDiscard(ctx).Info("Claim unprepared", "claimUID", uid, "drivers", names)
+	return nil
+}
+
+// unprepareDrivers has the drivers of a claim in UnprepareStarted
+// unprepare its devices and removes its CDI specs; the caller holds the
+// claim's lock and removes the entry afterwards. It returns the drivers
+// called.
+func (a *Agent) unprepareDrivers(ctx context.Context, e claimcache.Entry) ([]string, error) {
+	uid := e.Claim.UID
 	drivers := e.Drivers
 	if len(drivers) == 0 {
 		// Interrupted before anything was recorded: any plugin may have
@@ -424,7 +441,7 @@ func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
 	for _, name := range names {
 		d := a.driver(name)
 		if d == nil {
-			return fmt.Errorf("claim %s: driver %s prepared it but is not configured any more; the record is kept", e.Claim, name)
+			return nil, fmt.Errorf("claim %s: driver %s prepared it but is not configured any more; the record is kept", e.Claim, name)
 		}
 		pc := pluginmgr.PreparedClaim{UID: types.UID(uid), Namespace: e.Claim.Namespace, Name: e.Claim.Name}
 		for _, dev := range drivers[name] {
@@ -432,20 +449,16 @@ func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
 		}
 		res, err := d.plugin.Unprepare(ctx, []pluginmgr.PreparedClaim{pc})
 		if err != nil {
-			return fmt.Errorf("driver %s: unprepare: %w", name, err)
+			return nil, fmt.Errorf("driver %s: unprepare: %w", name, err)
 		}
 		if len(res) == 1 && res[0].Err != nil {
-			return fmt.Errorf("driver %s: %w", name, res[0].Err)
+			return nil, fmt.Errorf("driver %s: %w", name, res[0].Err)
 		}
 		if err := a.specs.Remove(name, cdi.ClaimClass, uid); err != nil {
-			return fmt.Errorf("driver %s: %w", name, err)
+			return nil, fmt.Errorf("driver %s: %w", name, err)
 		}
 	}
-	if err := a.cache.Remove(uid); err != nil {
-		return fmt.Errorf("dropping claim %s from the record: %w", uid, err)
-	}
-	logr.FromContextOrDiscard(ctx).Info("Claim unprepared", "claimUID", uid, "drivers", names)
-	return nil
+	return names, nil
 }
 
 // finishInterrupted completes unprepares a crash interrupted. Claims left in
