@@ -39,7 +39,7 @@ func TestCheckpointInspectShowsRecovery(t *testing.T) {
 	if err := os.WriteFile(logPath, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before := dirBytes(t, dir)
+	before := treeBytes(t, dir)
 
 	r := dranodectl(t, "checkpoint", "inspect", dir, "-o", "json")
 	wantCode(t, r, 1, "corrupt", logPath)
@@ -67,7 +67,7 @@ func TestCheckpointInspectShowsRecovery(t *testing.T) {
 	if !reflect.DeepEqual(uids, []string{"uid-a", "uid-b", "uid-c"}) {
 		t.Errorf("uncertain claims %v, want all three", uids)
 	}
-	if after := dirBytes(t, dir); !reflect.DeepEqual(before, after) {
+	if after := treeBytes(t, dir); !reflect.DeepEqual(before, after) {
 		t.Fatal("inspect changed the record's directory")
 	}
 	dryRun := rep.Recovery.Uncertain
@@ -134,21 +134,4 @@ func TestCheckpointInspectShowsRecovery(t *testing.T) {
 	if rep.Recovery == nil || len(rep.Recovery.Uncertain) != 0 || len(rep.Recovery.Aside) != 1 {
 		t.Errorf("after settling: %+v, want only the aside copy", rep.Recovery)
 	}
-}
-
-func dirBytes(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, en := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, en.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[en.Name()] = string(b)
-	}
-	return out
 }
