@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -51,6 +52,9 @@ func (a *Agent) uncertainClaims() int {
 	return n
 }
 
+// reconcileLookupTimeout bounds one claim lookup while reconciling.
+const reconcileLookupTimeout = 10 * time.Second
+
 // reconcileUncertain settles what it can of the uncertain entries a
 // damaged record left (claimcache.Cache.Reconcile): claims the kubelet's
 // checkpoint lists for this agent's drivers are kept (and recorded, with
@@ -76,6 +80,11 @@ func (a *Agent) reconcileUncertain(ctx context.Context) {
 	res := a.cache.Reconcile(claimcache.Reconciler{
 		Kubelet: kubelet,
 		Exists: func(ref claimcache.ClaimRef) (bool, error) {
+			// Bounded: the kubelet is served only after this, and an API
+			// server that does not answer must not keep it waiting; the
+			// claim then stays uncertain.
+			ctx, cancel := context.WithTimeout(ctx, reconcileLookupTimeout)
+			defer cancel()
 			c, err := a.claims.GetClaim(ctx, ref.Namespace, ref.Name)
 			switch {
 			case errors.Is(err, ErrClaimNotFound):
