@@ -301,7 +301,7 @@ func readKubelet(rep *checkpointReport, path string, r io.ReaderAt, size int64) 
 }
 
 // namePath puts path into the errors kubeletcompat's Decode functions
-// return for bytes, which name no file ("corrupt  at offset 0").
+// return for bytes, which name no file ("corrupt data at offset 0").
 func namePath(err error, path string) error {
 	var ce *checkpoint.CorruptError
 	var ue *kubeletcompat.UnknownFormatError

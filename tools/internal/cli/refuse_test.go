@@ -59,7 +59,7 @@ func TestRefusesWhatIsNotARegularFile(t *testing.T) {
 }
 
 // A kubelet checkpoint's errors name the file (kubeletcompat's decoders of
-// bytes leave the path empty: "corrupt  at offset 0").
+// bytes leave the path empty: "corrupt data at offset 0").
 func TestKubeletErrorsNameThePath(t *testing.T) {
 	tests := []struct {
 		name, data, want string
