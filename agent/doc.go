@@ -17,4 +17,11 @@
 // see VerifyPluginBinary) is refused alone — never run, registered or
 // published — and reported by Agent.Refused, Ready and the
 // dranode_plugin_refused metric, while the other drivers are served.
+//
+// A damaged claim record does not make the agent forget prepared claims:
+// Start keeps what came before the damage, logs the damage and every claim
+// whose last state it hid (dranode_record_uncertain_claims counts them), and
+// before serving the kubelet reconciles those claims against the kubelet's
+// own DRA checkpoint (KubeletConfig.DRAManagerState) and the claim source,
+// unpreparing through the plugins only claims that are gone.
 package agent
