@@ -167,6 +167,11 @@ func TestHelmTemplate(t *testing.T) {
 			t.Errorf("%s = %s is not a host path mount of the DaemonSet", key, path)
 		}
 	}
+	// The kubelet replaces its checkpoint by rename, so the file is read
+	// through a mount of its directory, never of the file itself.
+	if dir := filepath.Dir(cfg.Kubelet.DRAManagerState); mounts[dir] == "" {
+		t.Errorf("kubelet.draManagerState = %s: its directory %s is not a host path mount of the DaemonSet", cfg.Kubelet.DRAManagerState, dir)
+	}
 
 	// Least privilege: claims are only read.
 	for _, r := range role.Rules {
