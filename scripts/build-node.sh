@@ -58,6 +58,14 @@ kver="$(modversion "$kmod/go.mod" k8s.io/kubernetes)"
 cver="$(modversion "$cmod/go.mod" github.com/containerd/containerd/v2)"
 [[ -n "$kver" ]] || die "no k8s.io/kubernetes requirement in $kmod/go.mod"
 [[ -n "$cver" ]] || die "no github.com/containerd/containerd/v2 requirement in $cmod/go.mod"
+# The node must run the control plane's Kubernetes release, built from the
+# same staging modules.
+cpmod="$repo/build/controlplane/go.mod"
+[[ "$(modversion "$cpmod" k8s.io/kubernetes)" == "$kver" ]] ||
+	die "build/node/kubelet pins k8s.io/kubernetes $kver but build/controlplane pins $(modversion "$cpmod" k8s.io/kubernetes): keep them equal"
+replaces() { sed -n '/^replace[[:space:]]*(/,/^)/p' "$1"; }
+[[ "$(replaces "$kmod/go.mod")" == "$(replaces "$cpmod")" ]] ||
+	die "the replace block of build/node/kubelet/go.mod differs from build/controlplane/go.mod's: keep them equal"
 gover="$(GOWORK=off go -C "$kmod" env GOVERSION)" || die "go env GOVERSION failed"
 
 key="kubernetes-${kver}_containerd-${cver}_${gover}"
