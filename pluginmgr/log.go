@@ -2,6 +2,7 @@ package pluginmgr
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -136,19 +137,38 @@ func (s *stderrLogger) Log(level hclog.Level, msg string, args ...any) {
 }
 
 // jsonFields turns the fields go-plugin made of a JSON line into the
-// host's: the host logs its own timestamp, and hclog's "@module" (the
-// plugin logger's name) and "@caller" lose the "@".
+// host's: the host logs its own timestamp; hclog's "@module" (the plugin
+// logger's name) and "@caller" lose the "@"; and the fields, which
+// go-plugin takes from a map in random order, are sorted (module first),
+// so that one line reads the same every time.
 func jsonFields(args []any) []any {
-	out := make([]any, 0, len(args))
+	type field struct {
+		k string
+		v any
+	}
+	var fields []field
 	for i := 0; i+1 < len(args); i += 2 {
-		k, v := args[i], args[i+1]
+		k, ok := args[i].(string)
+		if !ok {
+			k = fmt.Sprint(args[i])
+		}
 		if k == "timestamp" {
 			continue
 		}
-		if ks, ok := k.(string); ok {
-			k = strings.TrimPrefix(ks, "@")
+		fields = append(fields, field{strings.TrimPrefix(k, "@"), args[i+1]})
+	}
+	slices.SortStableFunc(fields, func(a, b field) int {
+		if (a.k == "module") != (b.k == "module") {
+			if a.k == "module" {
+				return -1
+			}
+			return 1
 		}
-		out = append(out, k, v)
+		return strings.Compare(a.k, b.k)
+	})
+	out := make([]any, 0, 2*len(fields))
+	for _, f := range fields {
+		out = append(out, f.k, f.v)
 	}
 	return out
 }
