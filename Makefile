@@ -27,7 +27,7 @@ TESTFLAGS ?=
 # cold cache; go test's default 10-minute limit is too tight for that on 2 cores.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all test check lint vet workspace tidy-check fmt-check generate generate-check list-modules controlplane \
+.PHONY: all test check lint vet workspace tidy-check fmt-check generate generate-check list-modules controlplane node \
 	release-check release-prepare release-tag release-proxy release-consumers release-apicheck
 all: check
 
@@ -37,12 +37,23 @@ list-modules:
 test: $(addprefix test/,$(ALL_MODULES))
 
 # Tests that need a real control plane (tools/envtest) find etcd,
-# kube-apiserver and kube-scheduler in a cache outside the repository; the
-# script builds them once (about 10 minutes on 2 cores) and returns at once
-# when the cache is complete. DRANODE_CONTROLPLANE_BIN points at prebuilt
-# binaries instead.
+# kube-apiserver, kube-scheduler and kube-controller-manager in a cache
+# outside the repository; the script builds them once (times in
+# build/controlplane/README.md) and returns at once when the cache is
+# complete. DRANODE_CONTROLPLANE_BIN points at prebuilt binaries instead.
 controlplane:
 	@scripts/build-controlplane.sh >/dev/null
+
+# The real node's binaries (kubelet, containerd, its runc shim and ctr built
+# from source, runc and the CNI plugins from Debian packages), cached the same
+# way by scripts/build-node.sh; DRANODE_NODE_BIN points at prebuilt ones.
+# Only the modules that run a real node wait for it. After the control plane,
+# also under make -j: the kubelet then compiles only what kube-apiserver and
+# kube-controller-manager did not, from the Go build cache they left.
+node: controlplane
+	@scripts/build-node.sh >/dev/null
+
+test/compat/node: node
 
 test/%: controlplane
 	@echo "==> test $*"

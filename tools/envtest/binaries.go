@@ -18,7 +18,8 @@ const (
 )
 
 // BinaryDirEnv names the environment variable that points at a directory of
-// prebuilt etcd, kube-apiserver and kube-scheduler binaries.
+// prebuilt etcd, kube-apiserver, kube-scheduler and kube-controller-manager
+// binaries (Start needs only those it starts).
 const BinaryDirEnv = "DRANODE_CONTROLPLANE_BIN"
 
 // Names of the binaries in a binary directory.
@@ -26,6 +27,8 @@ const (
 	EtcdBinary      = "etcd"
 	APIServerBinary = "kube-apiserver"
 	SchedulerBinary = "kube-scheduler"
+
+	ControllerManagerBinary = "kube-controller-manager"
 )
 
 // ErrBinariesNotFound is matched (errors.Is) by every *BinaryError.
@@ -43,8 +46,8 @@ type BinaryError struct {
 func (e *BinaryError) Error() string {
 	return fmt.Sprintf("envtest: %s not usable in %s (from %s): %v; build the control plane with "+
 		"\"make controlplane\" (scripts/build-controlplane.sh) at the repository root, or set %s "+
-		"to a directory holding %s, %s and %s",
-		e.Binary, e.Dir, e.Source, e.Err, BinaryDirEnv, EtcdBinary, APIServerBinary, SchedulerBinary)
+		"to a directory holding %s, %s, %s and %s",
+		e.Binary, e.Dir, e.Source, e.Err, BinaryDirEnv, EtcdBinary, APIServerBinary, SchedulerBinary, ControllerManagerBinary)
 }
 
 // Is makes errors.Is(err, ErrBinariesNotFound) true.

@@ -94,6 +94,7 @@ func TestMissingBinariesFailWithWhereAndHow(t *testing.T) {
 		setup       func(t *testing.T, dir string) // fills the binary directory
 		viaEnv      bool                           // pass the directory through $DRANODE_CONTROLPLANE_BIN
 		scheduler   bool
+		kcm         bool
 		wantBinary  string
 		wantInError string
 	}{
@@ -116,6 +117,15 @@ func TestMissingBinariesFailWithWhereAndHow(t *testing.T) {
 			scheduler: true, wantBinary: SchedulerBinary, wantInError: "no such file",
 		},
 		{
+			name: "controller manager missing only when asked for",
+			setup: func(t *testing.T, dir string) {
+				for _, b := range []string{EtcdBinary, APIServerBinary, SchedulerBinary} {
+					writeExecutable(t, filepath.Join(dir, b), 0o755)
+				}
+			},
+			scheduler: true, kcm: true, wantBinary: ControllerManagerBinary, wantInError: "no such file",
+		},
+		{
 			name: "directory instead of file",
 			setup: func(t *testing.T, dir string) {
 				if err := os.Mkdir(filepath.Join(dir, EtcdBinary), 0o755); err != nil {
@@ -128,7 +138,7 @@ func TestMissingBinariesFailWithWhereAndHow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			tc.setup(t, dir)
-			env := &Environment{Scheduler: tc.scheduler}
+			env := &Environment{Scheduler: tc.scheduler, ControllerManager: tc.kcm}
 			if tc.viaEnv {
 				t.Setenv(BinaryDirEnv, dir)
 			} else {

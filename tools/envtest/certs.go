@@ -21,6 +21,7 @@ import (
 // is no openssl dependency and no key shared between environments.
 type credentials struct {
 	caPEM      []byte // trusted by the returned rest.Config
+	caFile     string // caPEM, for kube-controller-manager's --root-ca-file
 	certFile   string // serving certificate for 127.0.0.1 / localhost, signed by the CA
 	keyFile    string
 	saPubFile  string // service-account token verification key
@@ -33,6 +34,7 @@ type credentials struct {
 // a noticeable share of the start time on a loaded machine.
 func newCredentials(dir string) (*credentials, error) {
 	c := &credentials{
+		caFile:    filepath.Join(dir, "ca.crt"),
 		certFile:  filepath.Join(dir, "serving.crt"),
 		keyFile:   filepath.Join(dir, "serving.key"),
 		saPubFile: filepath.Join(dir, "sa.pub"),
@@ -109,6 +111,7 @@ func newCredentials(dir string) (*credentials, error) {
 		path string
 		data []byte
 	}{
+		{c.caFile, c.caPEM},
 		{c.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER})},
 		{c.keyFile, servingKeyPEM},
 		{c.saPubFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub})},

@@ -1,7 +1,10 @@
 // Package envtest starts a real Kubernetes control plane on loopback for
-// tests: etcd, kube-apiserver and, on request, kube-scheduler, run as child
-// processes from binaries that scripts/build-controlplane.sh builds (or that
-// DRANODE_CONTROLPLANE_BIN points at).
+// tests: etcd, kube-apiserver and, on request, kube-scheduler and
+// kube-controller-manager (DefaultControllers: service accounts, root CA
+// ConfigMaps, DaemonSets, ResourceClaims from templates, garbage
+// collection, namespaces), run as child processes from binaries that
+// scripts/build-controlplane.sh builds (or that DRANODE_CONTROLPLANE_BIN
+// points at).
 //
 // Environment.Start returns an admin *rest.Config (bearer token in the
 // system:masters group, TLS verified against a CA generated per

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,7 +49,7 @@ var ErrAlreadyStarted = errors.New("envtest: environment already started")
 // StartError reports a component that did not come up, with the end of its
 // log. Start has stopped everything it had started when it returns one.
 type StartError struct {
-	Component string // "etcd", "kube-apiserver" or "kube-scheduler"
+	Component string // "etcd", "kube-apiserver", "kube-scheduler" or "kube-controller-manager"
 	Err       error
 	LogPath   string // the component's log file (removed by the rollback unless KeepDir)
 	LogTail   string // last lines of that log
@@ -60,14 +61,21 @@ func (e *StartError) Error() string {
 
 func (e *StartError) Unwrap() error { return e.Err }
 
-// Environment is a real etcd + kube-apiserver (+ optional kube-scheduler) on
-// loopback. Set the fields, then call Start once and Stop when done. The
+// Environment is a real etcd + kube-apiserver (+ optional kube-scheduler and
+// kube-controller-manager) on loopback. Set the fields, then call Start once and Stop when done. The
 // zero value starts etcd and kube-apiserver from the default binary
 // directory.
 type Environment struct {
 	// Scheduler also starts kube-scheduler, connected as admin.
 	Scheduler bool
-	// BinaryDir holds etcd, kube-apiserver and kube-scheduler. Empty means
+	// ControllerManager also starts kube-controller-manager with
+	// Controllers, each controller under its own service account.
+	ControllerManager bool
+	// Controllers is kube-controller-manager's --controllers list; empty
+	// means DefaultControllers().
+	Controllers []string
+	// BinaryDir holds etcd, kube-apiserver, kube-scheduler and
+	// kube-controller-manager (only those started are needed). Empty means
 	// DefaultBinaryDir: $DRANODE_CONTROLPLANE_BIN, else the build cache.
 	BinaryDir string
 
@@ -76,6 +84,9 @@ type Environment struct {
 	APIServerFlags []string
 	// SchedulerFlags are appended to kube-scheduler's command line.
 	SchedulerFlags []string
+	// ControllerManagerFlags are appended to kube-controller-manager's
+	// command line.
+	ControllerManagerFlags []string
 	// EtcdFlags are appended to etcd's command line.
 	EtcdFlags []string
 
@@ -116,8 +127,8 @@ type Environment struct {
 	stopErr    error
 }
 
-// Start runs etcd, kube-apiserver and, if Scheduler is set, kube-scheduler,
-// waits until each is ready and returns an admin config for the apiserver.
+// Start runs etcd, kube-apiserver and, if set, kube-scheduler and
+// kube-controller-manager, waits until each is ready and returns an admin config for the apiserver.
 // On failure it stops whatever it had started, removes the temporary
 // directory and returns the reason: a *BinaryError (errors.Is
 // ErrBinariesNotFound) when binaries are missing, a *StartError when a
@@ -133,6 +144,9 @@ func (e *Environment) Start() (*rest.Config, error) {
 	names := []string{EtcdBinary, APIServerBinary}
 	if e.Scheduler {
 		names = append(names, SchedulerBinary)
+	}
+	if e.ControllerManager {
+		names = append(names, ControllerManagerBinary)
 	}
 	bins, err := e.resolveBinaries(names...)
 	if err != nil {
@@ -188,6 +202,11 @@ func (e *Environment) start(bins map[string]string) (*rest.Config, error) {
 	}
 	if e.Scheduler {
 		if err := e.startScheduler(bins[SchedulerBinary], creds, pool, timeout); err != nil {
+			return nil, err
+		}
+	}
+	if e.ControllerManager {
+		if err := e.startControllerManager(bins[ControllerManagerBinary], creds, pool, timeout); err != nil {
 			return nil, err
 		}
 	}
@@ -315,33 +334,69 @@ func (e *Environment) startAPIServer(bin string, creds *credentials, pool *x509.
 }
 
 func (e *Environment) startScheduler(bin string, creds *credentials, pool *x509.CertPool, timeout time.Duration) error {
+	// /readyz includes the check that the scheduler's informers have
+	// synced, so it is ready to schedule, not merely serving.
+	return e.startServing(SchedulerBinary, bin, "/readyz", pool, timeout, func(port string) []string {
+		return append([]string{
+			"--kubeconfig=" + e.kubeconfig,
+			// One scheduler per environment: nothing to elect, and no
+			// lease round trips before it starts scheduling.
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + port,
+			"--tls-cert-file=" + creds.certFile,
+			"--tls-private-key-file=" + creds.keyFile,
+		}, e.SchedulerFlags...)
+	})
+}
+
+func (e *Environment) startControllerManager(bin string, creds *credentials, pool *x509.CertPool, timeout time.Duration) error {
+	controllers := e.Controllers
+	if len(controllers) == 0 {
+		controllers = DefaultControllers()
+	}
+	// kube-controller-manager has no /readyz; /healthz answers once it
+	// serves, and each controller catches up from its informers.
+	return e.startServing(ControllerManagerBinary, bin, "/healthz", pool, timeout, func(port string) []string {
+		return append([]string{
+			"--kubeconfig=" + e.kubeconfig,
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + port,
+			"--tls-cert-file=" + creds.certFile,
+			"--tls-private-key-file=" + creds.keyFile,
+			"--controllers=" + strings.Join(controllers, ","),
+			// Each controller gets a service account of its own (tokens
+			// from the apiserver's TokenRequest, permissions from RBAC's
+			// bootstrap roles), as in a real cluster: audit events name
+			// the controller that wrote, not "admin", so a test can tell
+			// its own writes and the agent's from the controllers'.
+			"--use-service-account-credentials=true",
+			"--service-account-private-key-file=" + creds.saKeyFile,
+			"--root-ca-file=" + creds.caFile,
+		}, e.ControllerManagerFlags...)
+	})
+}
+
+// startServing starts a component that serves HTTPS on a port it is given
+// (args builds its command line for that port) and waits until path answers
+// 200, retrying on new ports when the one picked was taken meanwhile.
+func (e *Environment) startServing(name, bin, path string, pool *x509.CertPool, timeout time.Duration, args func(port string) []string) error {
 	var lastErr error
 	for attempt := 0; attempt < portAttempts; attempt++ {
 		ports, err := pickPorts(1)
 		if err != nil {
 			return err
 		}
-		url := "https://127.0.0.1:" + strconv.Itoa(ports[0])
-		args := append([]string{
-			"--kubeconfig=" + e.kubeconfig,
-			// One scheduler per environment: nothing to elect, and no
-			// lease round trips before it starts scheduling.
-			"--leader-elect=false",
-			"--bind-address=127.0.0.1",
-			"--secure-port=" + strconv.Itoa(ports[0]),
-			"--tls-cert-file=" + creds.certFile,
-			"--tls-private-key-file=" + creds.keyFile,
-		}, e.SchedulerFlags...)
-		p, err := startProcess("kube-scheduler", bin, args, e.dir, e.Stdout, e.Stderr, &e.outMu)
+		port := strconv.Itoa(ports[0])
+		p, err := startProcess(name, bin, args(port), e.dir, e.Stdout, e.Stderr, &e.outMu)
 		if err != nil {
 			return err
 		}
 		e.procs = append(e.procs, p)
 		client := httpsClient(pool)
-		// /readyz includes the check that the scheduler's informers have
-		// synced, so it is ready to schedule, not merely serving.
 		err = waitReady(p, timeout, func(ctx context.Context) error {
-			return checkHTTPOK(ctx, client, url+"/readyz", "")
+			return checkHTTPOK(ctx, client, "https://127.0.0.1:"+port+path, "")
 		})
 		if err == nil {
 			return nil
