@@ -388,9 +388,10 @@ func run(ctx context.Context, name string, args ...string) error {
 	return nil
 }
 
-// APIServerFlags are what the API server needs to reach a harness node's
-// kubelet (logs, exec): its InternalIP, as the node's hostname resolves
-// nowhere.
+// APIServerFlags are what the API server needs for a harness node: reach
+// its kubelet (logs, exec) at its InternalIP, as the node's hostname
+// resolves nowhere; and admit privileged containers, as clusters that run
+// node agents do (kube-apiserver's default refuses them).
 func APIServerFlags() []string {
-	return []string{"--kubelet-preferred-address-types=InternalIP"}
+	return []string{"--kubelet-preferred-address-types=InternalIP", "--allow-privileged=true"}
 }
