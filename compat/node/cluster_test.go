@@ -43,7 +43,7 @@ const (
 // cluster is a control plane (with the scheduler and the controllers the
 // chart relies on), one real node, and the chart deployed onto it.
 type cluster struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	env      *envtest.Environment
 	client   kubernetes.Interface
@@ -55,12 +55,12 @@ type cluster struct {
 
 // startCluster starts everything and deploys the chart with values (on top
 // of the chart's own values.yaml and what a node needs: see chartValues).
-func startCluster(t *testing.T, values map[string]any) *cluster {
+func startCluster(t testing.TB, values map[string]any) *cluster {
 	t.Helper()
 	return startClusterWith(t, values, true)
 }
 
-func startClusterWith(t *testing.T, values map[string]any, waitReady bool) *cluster {
+func startClusterWith(t testing.TB, values map[string]any, waitReady bool) *cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
@@ -197,7 +197,7 @@ func (c *cluster) apply(obj *unstructured.Unstructured) {
 	}
 }
 
-func helm(t *testing.T, args ...string) []byte {
+func helm(t testing.TB, args ...string) []byte {
 	t.Helper()
 	out, err := exec.Command("../../scripts/build-helm.sh").Output()
 	if err != nil {
@@ -476,7 +476,7 @@ func (c *cluster) cdiSpecs() []string {
 	return names
 }
 
-type testLog struct{ t *testing.T }
+type testLog struct{ t testing.TB }
 
 func (w testLog) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))

@@ -71,7 +71,7 @@ func (c *cluster) specFor(claim *resourcev1.ResourceClaim) (string, cdiSpec) {
 // checkContainerSawSpec checks that the container got every edit of the
 // spec: each environment variable, each device node with the type and
 // numbers of its host node, each mount.
-func checkContainerSawSpec(t *testing.T, r workload.Report, spec cdiSpec) {
+func checkContainerSawSpec(t testing.TB, r workload.Report, spec cdiSpec) {
 	t.Helper()
 	edits := []containerEdits{spec.ContainerEdits}
 	for _, d := range spec.Devices {
@@ -339,7 +339,7 @@ func TestWrongPluginChecksumInChart(t *testing.T) {
 
 // startClusterNotReady is startCluster for an agent that is expected to
 // stay unready: it waits for the agent's container to run instead.
-func startClusterNotReady(t *testing.T, values map[string]any) *cluster {
+func startClusterNotReady(t testing.TB, values map[string]any) *cluster {
 	t.Helper()
 	c := startClusterWith(t, values, false)
 	var last string
@@ -358,10 +358,7 @@ func startClusterNotReady(t *testing.T, values map[string]any) *cluster {
 // Scenario 6: 20 pods with claims and 20 without, created together, all
 // reach Running.
 func TestFortyPodsTogether(t *testing.T) {
-	c := startCluster(t, map[string]any{"drivers": []map[string]any{{
-		"name": "gpu", "path": "/opt/dranode/plugins/gpu-plugin", "sha256": testImages.pluginSHA256["gpu"],
-		"config": map[string]any{"driverName": driverName, "numDevices": 24},
-	}}})
+	c := startCluster(t, gpus(24))
 	c.applySample(claimTemplateSample)
 	var wg sync.WaitGroup
 	var names []string
@@ -400,4 +397,12 @@ func TestFortyPodsTogether(t *testing.T) {
 	}
 	c.waitNoSpecs("all 20 claims unprepared")
 	c.waitRecorded(0)
+}
+
+// gpus are chart values for the gpu plugin with n GPUs (the chart ships 8).
+func gpus(n int) map[string]any {
+	return map[string]any{"drivers": []map[string]any{{
+		"name": "gpu", "path": "/opt/dranode/plugins/gpu-plugin", "sha256": testImages.pluginSHA256["gpu"],
+		"config": map[string]any{"driverName": driverName, "numDevices": n},
+	}}}
 }
