@@ -322,9 +322,11 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 	a.drivers[d.name] = d
 	a.byPlugin[p.Name()] = d
 	if h, ok := a.health[p.Name()]; ok {
-		d.taints.setHealth(a.log.WithValues("driver", d.name), h)
+		a.healthLocked(d, h)
 		d.healthy.set(h)
 		delete(a.health, p.Name()) // later reports go to the driver directly
+	} else if d.health {
+		a.awaitFirstHealthLocked(d)
 	}
 	inv, ok := a.pending[p.Name()]
 	if ok {
@@ -333,8 +335,7 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 		inv, _ = p.Inventory()
 	}
 	if len(inv.Pools) > 0 {
-		d.taints.own, d.taints.haveOwn = inv, true
-		a.publishLocked(d)
+		a.inventoryLocked(d, inv)
 	}
 	return nil
 }
@@ -364,8 +365,7 @@ func (a *Agent) onInventory(plugin string, inv inventory.Inventory) {
 		a.pending[plugin] = inv // the driver is registered after Launch returns
 		return
 	}
-	d.taints.own, d.taints.haveOwn = inv, true
-	a.publishLocked(d)
+	a.inventoryLocked(d, inv)
 }
 
 // publishLocked publishes the plugin's latest inventory with its unhealthy
@@ -394,11 +394,10 @@ func (a *Agent) publishLocked(d *driver) {
 func (a *Agent) onHealth(plugin string, h []pluginmgr.DeviceHealth) {
 	a.mu.Lock()
 	d, ok := a.byPlugin[plugin]
-	switch {
-	case !ok:
+	if ok {
+		a.healthLocked(d, h)
+	} else {
 		a.health[plugin] = h
-	case d.taints.setHealth(a.log.WithValues("driver", d.name), h) && d.taints.haveOwn:
-		a.publishLocked(d)
 	}
 	a.mu.Unlock()
 	if ok {

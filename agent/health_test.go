@@ -74,7 +74,8 @@ func dryRunTaints(t *testing.T, dir string) map[string][]string {
 	return out
 }
 
-func driverGauge(t *testing.T, reg *prometheus.Registry, name, driver string) (float64, bool) {
+// driverValue is the value of the gauge or counter name{driver=driver}.
+func driverValue(t *testing.T, reg *prometheus.Registry, name, driver string) (float64, bool) {
 	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {
@@ -87,7 +88,10 @@ func driverGauge(t *testing.T, reg *prometheus.Registry, name, driver string) (f
 		for _, m := range fam.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "driver" && l.GetValue() == driver {
-					return m.GetGauge().GetValue(), true
+					if g := m.GetGauge(); g != nil {
+						return g.GetValue(), true
+					}
+					return m.GetCounter().GetValue(), true
 				}
 			}
 		}
@@ -110,7 +114,7 @@ func TestUnhealthyDeviceTaintedInSlices(t *testing.T) {
 		var g float64
 		for range 600 { // 30 s
 			got = dryRunTaints(t, e.cfg.Slices.DryRunDir)
-			g, _ = driverGauge(t, reg, "dranode_devices_tainted", gpuDriver)
+			g, _ = driverValue(t, reg, "dranode_devices_tainted", gpuDriver)
 			if ok(got, g) {
 				return
 			}
@@ -134,4 +138,35 @@ func TestUnhealthyDeviceTaintedInSlices(t *testing.T) {
 	wait("gpu2 healthy again", func(got map[string][]string, g float64) bool {
 		return len(got) == 4 && got["gpu-2"] == nil && g == 0
 	})
+}
+
+// A GPU that is unhealthy when the agent starts is tainted in the first
+// slices written: the first publish waits for the plugin's first health
+// snapshot, so the device is never published as allocatable and the slice
+// is written once, not once untainted and again tainted.
+func TestUnhealthyAtStartTaintedInTheFirstPublish(t *testing.T) {
+	e := newTestEnv(t, gpuDriver)
+	devRoot := e.cfg.Plugins.Drivers[0].Config["devRoot"].(string)
+	if err := os.MkdirAll(devRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(devRoot, "gpu1.unhealthy"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	e.start(t, Options{Registry: reg})
+	var got map[string][]string
+	for range 600 { // 30 s
+		if got = dryRunTaints(t, e.cfg.Slices.DryRunDir); len(got) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if want := []string{gpuDriver + "/unhealthy=NoSchedule"}; len(got) != 4 || !slices.Equal(got["gpu-1"], want) {
+		t.Fatalf("first slices' taints %v, want gpu-1 tainted %v", got, want)
+	}
+	time.Sleep(10 * 50 * time.Millisecond) // ten health polls
+	if n, _ := driverValue(t, reg, "dranode_dry_run_slice_files_written_total", gpuDriver); n != 1 {
+		t.Errorf("slice files written: %v, want 1 (the first publish, already tainted)", n)
+	}
 }

@@ -35,7 +35,8 @@ const healthPoll = 100 * time.Millisecond
 // only the other one; a second claim waits; when the GPU recovers the
 // taint goes and the waiting claim gets it. The API server's audit log
 // shows one slice update per health change and none while health stays as
-// it is, across health polls and a restart of the plugin process.
+// it is, across health polls, a restart of the plugin process and a
+// restart of the agent.
 func TestUnhealthyDeviceNotAllocated(t *testing.T) {
 	env := &envtest.Environment{Scheduler: true, Audit: true}
 	restCfg := envtest.StartT(t, env)
@@ -51,7 +52,7 @@ func TestUnhealthyDeviceNotAllocated(t *testing.T) {
 	drv.Config["healthPollInterval"] = healthPoll.String()
 	devRoot := drv.Config["devRoot"].(string)
 	reg := prometheus.NewRegistry()
-	start(t, cfg, agent.Options{RESTConfig: restCfg, Registry: reg})
+	a := start(t, cfg, agent.Options{RESTConfig: restCfg, Registry: reg})
 	taintKey := gpuDriver + "/unhealthy"
 
 	// The slice's taints by device, once they are as wanted.
@@ -119,6 +120,24 @@ func TestUnhealthyDeviceNotAllocated(t *testing.T) {
 	quiet("after the plugin restarted")
 	if after := sliceWrites(t, env); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("plugin restart: slice writes went from %v to %v", before, after)
+	}
+
+	// A restart of the agent (an upgrade): the new agent's first publish
+	// waits for the plugin's health, so the stored slice, taint included,
+	// is already what it wants: nothing to write.
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	reg = prometheus.NewRegistry()
+	start(t, cfg, agent.Options{RESTConfig: restCfg, Registry: reg})
+	if err := poll(ctx, func() (bool, error) {
+		return driverGauge(t, reg, "dranode_devices_tainted", gpuDriver) == 1, nil
+	}); err != nil {
+		t.Fatalf("the restarted agent never published gpu0 tainted: %v", err)
+	}
+	quiet("after the agent restarted")
+	if after := sliceWrites(t, env); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("plugin and agent restart: slice writes went from %v to %v", before, after)
 	}
 
 	// New claims: the first lands on gpu1, the second waits.
