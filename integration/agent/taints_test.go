@@ -106,7 +106,9 @@ func TestUnhealthyDeviceNotAllocated(t *testing.T) {
 	if err := os.WriteFile(marker, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	marked := time.Now()
 	waitTaints("gpu0 unhealthy", map[string]string{"gpu-0": taintKey + "=NoSchedule", "gpu-1": ""})
+	t.Logf("gpu0 marked unhealthy: taint in the stored slice after %s (plugin polls every %s)", time.Since(marked), healthPoll)
 	oneUpdate("gpu0 unhealthy", before)
 	if n := driverGauge(t, reg, "dranode_devices_tainted", gpuDriver); n != 1 {
 		t.Errorf("dranode_devices_tainted = %v, want 1", n)
@@ -156,11 +158,14 @@ func TestUnhealthyDeviceNotAllocated(t *testing.T) {
 	if err := os.Remove(marker); err != nil {
 		t.Fatal(err)
 	}
+	recovered := time.Now()
 	waitTaints("gpu0 healthy again", map[string]string{"gpu-0": "", "gpu-1": ""})
+	untainted := time.Since(recovered)
 	oneUpdate("gpu0 healthy again", before)
 	if dev := waitAllocated(t, ctx, client, "second"); dev != "gpu-0" {
 		t.Fatalf("claim second got %s, want gpu-0", dev)
 	}
+	t.Logf("gpu0 healthy again: taint gone after %s, the waiting claim allocated gpu-0 and its pod bound after %s", untainted, time.Since(recovered))
 	if n := driverGauge(t, reg, "dranode_devices_tainted", gpuDriver); n != 0 {
 		t.Errorf("dranode_devices_tainted = %v, want 0", n)
 	}
