@@ -20,9 +20,12 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dranode/dranode/inventory"
 )
 
 // claimRecordDir is the claim record's directory in stateDir.
@@ -134,6 +137,13 @@ type SlicesConfig struct {
 	// DryRunDir receives the slices as YAML in standalone mode; default
 	// StateDir/slices.
 	DryRunDir string `mapstructure:"dryRunDir" json:"dryRunDir"`
+	// UnhealthyTaintEffect is the effect of the taint a device the plugin
+	// reports unhealthy gets in the published slices (key
+	// "<driver>/unhealthy", inventory.HealthTaintKey): NoSchedule (default:
+	// no new allocations), NoExecute (also evicts the pods using it, where
+	// the cluster runs the device taint eviction controller) or None (only
+	// shows it).
+	UnhealthyTaintEffect string `mapstructure:"unhealthyTaintEffect" json:"unhealthyTaintEffect"`
 }
 
 // ClaimsConfig is where ResourceClaims are read from.
@@ -175,7 +185,7 @@ func DefaultConfig() Config {
 			DRAManagerState: "/var/lib/kubelet/dra_manager_state",
 		},
 		CDI:             CDIConfig{Dir: "/var/run/cdi"},
-		Slices:          SlicesConfig{SyncDelay: 100 * time.Millisecond},
+		Slices:          SlicesConfig{SyncDelay: 100 * time.Millisecond, UnhealthyTaintEffect: string(resourceapi.DeviceTaintEffectNoSchedule)},
 		Claims:          ClaimsConfig{QPS: 50, Burst: 100},
 		HTTP:            HTTPConfig{Address: ":8085"},
 		ShutdownTimeout: 30 * time.Second,
@@ -195,6 +205,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"cdi-dir", "cdi.dir", "CDI spec directory of the container runtime"},
 	{"slices-sync-delay", "slices.syncDelay", "coalescing delay for ResourceSlice writes"},
 	{"slices-dry-run-dir", "slices.dryRunDir", "standalone mode: where ResourceSlices are written"},
+	{"slices-unhealthy-taint-effect", "slices.unhealthyTaintEffect", "effect of the taint on devices the plugin reports unhealthy: NoSchedule, NoExecute or None"},
 	{"claims-dir", "claims.dir", "standalone mode: directory of ResourceClaim YAML files"},
 	{"claims-qps", "claims.qps", "API client QPS for claim lookups"},
 	{"claims-burst", "claims.burst", "API client burst for claim lookups"},
@@ -325,6 +336,7 @@ func setDefaults(v *viper.Viper, def Config) {
 	v.SetDefault("plugins.drivers", []any{})
 	v.SetDefault("slices.syncDelay", def.Slices.SyncDelay.String())
 	v.SetDefault("slices.dryRunDir", "")
+	v.SetDefault("slices.unhealthyTaintEffect", def.Slices.UnhealthyTaintEffect)
 	v.SetDefault("claims.dir", "")
 	v.SetDefault("claims.qps", def.Claims.QPS)
 	v.SetDefault("claims.burst", def.Claims.Burst)
@@ -602,6 +614,9 @@ func (c Config) Validate() error {
 	}
 	if c.Slices.SyncDelay < 0 {
 		return bad("slices.syncDelay", "must not be negative, got %s", c.Slices.SyncDelay)
+	}
+	if err := inventory.ValidateTaintEffect(resourceapi.DeviceTaintEffect(c.Slices.UnhealthyTaintEffect)); err != nil {
+		return bad("slices.unhealthyTaintEffect", "%q: must be NoSchedule, NoExecute or None (as written: the API's effects are case-sensitive)", c.Slices.UnhealthyTaintEffect)
 	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("shutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
