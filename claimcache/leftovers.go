@@ -84,10 +84,25 @@ type LeftoverReport struct {
 	Leftovers []Leftover
 	// Kept counts the entries checked that are not leftovers.
 	Kept int
-	// Errors, one per entry that could not be checked (its API lookup
-	// failed); such an entry is neither a leftover nor kept this time.
+	// Errors, one *CheckError per entry that could not be checked (its
+	// API lookup failed); such an entry is neither a leftover nor kept
+	// this time.
 	Errors []error
 }
+
+// CheckError is the error LeftoverTracker.Find reports for an entry whose
+// API lookup failed.
+type CheckError struct {
+	Entry Entry
+	Err   error
+}
+
+func (e *CheckError) Error() string {
+	return fmt.Sprintf("claimcache: finding leftovers: %s: %v", e.Entry.Claim, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *CheckError) Unwrap() error { return e.Err }
 
 // LeftoverSource is what Find needs from outside the record.
 type LeftoverSource struct {
@@ -132,7 +147,7 @@ func (t *LeftoverTracker) Find(c *Cache, src LeftoverSource, now time.Time, grac
 		}
 		api, err := src.Lookup(e.Claim)
 		if err != nil {
-			rep.Errors = append(rep.Errors, fmt.Errorf("claimcache: finding leftovers: %s: %w", e.Claim, err))
+			rep.Errors = append(rep.Errors, &CheckError{Entry: e, Err: err})
 			continue
 		}
 		reason := ClassifyLeftover(e, false, api)
