@@ -70,6 +70,7 @@ type Agent struct {
 	standalone bool
 	plugins    *pluginmgr.Manager
 	metrics    *metrics
+	sweeper    *sweeper // nil when cleanup.interval is 0
 
 	mu       sync.Mutex
 	drivers  map[string]*driver // by DRA driver name
@@ -234,6 +235,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		if err := a.serveHTTP(); err != nil {
 			return err
 		}
+	}
+	if err := a.startSweeper(ctx); err != nil {
+		return err
 	}
 	a.log.Info("Agent started", "drivers", a.Drivers(), "refusedPlugins", len(a.Refused()), "standalone", a.standalone, "http", a.httpAddr)
 	return nil
@@ -488,6 +492,7 @@ func (a *Agent) stop() error {
 			d.publisher.Stop()
 		}
 	}
+	a.sweeper.stop()
 	if a.plugins != nil {
 		errs = append(errs, a.plugins.Close())
 	}

@@ -81,6 +81,7 @@ type Config struct {
 	Slices     SlicesConfig  `mapstructure:"slices" json:"slices"`
 	Claims     ClaimsConfig  `mapstructure:"claims" json:"claims"`
 	HTTP       HTTPConfig    `mapstructure:"http" json:"http"`
+	Cleanup    CleanupConfig `mapstructure:"cleanup" json:"cleanup"`
 	// ShutdownTimeout bounds the wait for calls in flight on SIGTERM.
 	ShutdownTimeout time.Duration `mapstructure:"shutdownTimeout" json:"shutdownTimeout"`
 	// MemoryLimit is the Go runtime's soft memory limit for the agent
@@ -98,9 +99,10 @@ type KubeletConfig struct {
 	PluginsDir string `mapstructure:"pluginsDir" json:"pluginsDir"`
 	// DRAManagerState is the kubelet's own checkpoint of the claims it
 	// prepared ("dra_manager_state" in its root directory). The agent
-	// only reads it, and only when its claim record was damaged: a claim
-	// whose last state the damage hid is kept while the kubelet lists it.
-	// A missing file is read as "the kubelet lists nothing".
+	// only reads it: to reconcile a damaged record (a claim whose last
+	// state the damage hid is kept while the kubelet lists it; a missing
+	// file is read as "the kubelet lists nothing"), and to find leftover
+	// claims (see CleanupConfig; a missing file stops the sweep).
 	DRAManagerState string `mapstructure:"draManagerState" json:"draManagerState"`
 }
 
@@ -160,6 +162,22 @@ type ClaimsConfig struct {
 	Burst int     `mapstructure:"burst" json:"burst"`
 }
 
+// CleanupConfig tunes the sweep of leftover claims: recorded claims that
+// the kubelet's DRA checkpoint (kubelet.draManagerState) does not list and
+// whose ResourceClaim is deleted, recreated under another UID or reserved
+// for no pod. They are unprepared through their plugins and removed once
+// they have been leftovers for GracePeriod. A claim the kubelet lists is
+// never touched; when its checkpoint cannot be read, nothing is.
+type CleanupConfig struct {
+	// Interval between sweeps (the first runs at start); "0s" disables
+	// the sweep.
+	Interval time.Duration `mapstructure:"interval" json:"interval"`
+	// GracePeriod an entry must have been a leftover, in every sweep
+	// since it was first seen as one, before it is cleaned. It is
+	// counted in memory: a restart starts it afresh.
+	GracePeriod time.Duration `mapstructure:"gracePeriod" json:"gracePeriod"`
+}
+
 // HTTPConfig is the operations endpoint: /metrics, /healthz, /readyz.
 type HTTPConfig struct {
 	// Address to listen on ("host:port"); empty disables the endpoint.
@@ -188,6 +206,7 @@ func DefaultConfig() Config {
 		Slices:          SlicesConfig{SyncDelay: 100 * time.Millisecond, UnhealthyTaintEffect: string(resourceapi.DeviceTaintEffectNoSchedule)},
 		Claims:          ClaimsConfig{QPS: 50, Burst: 100},
 		HTTP:            HTTPConfig{Address: ":8085"},
+		Cleanup:         CleanupConfig{Interval: time.Minute, GracePeriod: 10 * time.Minute},
 		ShutdownTimeout: 30 * time.Second,
 		MemoryLimit:     DefaultMemoryLimit,
 	}
@@ -211,6 +230,8 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"claims-burst", "claims.burst", "API client burst for claim lookups"},
 	{"http-address", "http.address", "address of /metrics, /healthz, /readyz; empty disables"},
 	{"http-pprof", "http.pprof", "also serve /debug/pprof/ on http.address (true/false)"},
+	{"cleanup-interval", "cleanup.interval", "interval between sweeps for leftover claims; 0s disables"},
+	{"cleanup-grace-period", "cleanup.gracePeriod", "how long a claim must be a leftover before it is unprepared and removed"},
 	{"shutdown-timeout", "shutdownTimeout", "wait for calls in flight on SIGTERM"},
 	{"memory-limit", "memoryLimit", "Go soft memory limit of the agent process (\"40Mi\"); 0 keeps GOMEMLIMIT"},
 }
@@ -342,6 +363,8 @@ func setDefaults(v *viper.Viper, def Config) {
 	v.SetDefault("claims.burst", def.Claims.Burst)
 	v.SetDefault("http.address", def.HTTP.Address)
 	v.SetDefault("http.pprof", def.HTTP.Pprof)
+	v.SetDefault("cleanup.interval", def.Cleanup.Interval.String())
+	v.SetDefault("cleanup.gracePeriod", def.Cleanup.GracePeriod.String())
 	v.SetDefault("shutdownTimeout", def.ShutdownTimeout.String())
 	v.SetDefault("memoryLimit", def.MemoryLimit)
 }
@@ -618,6 +641,12 @@ func (c Config) Validate() error {
 	if err := inventory.ValidateTaintEffect(resourceapi.DeviceTaintEffect(c.Slices.UnhealthyTaintEffect)); err != nil {
 		return bad("slices.unhealthyTaintEffect", "%q: must be NoSchedule, NoExecute or None (as written: the API's effects are case-sensitive)", c.Slices.UnhealthyTaintEffect)
 	}
+	if c.Cleanup.Interval < 0 {
+		return bad("cleanup.interval", "must not be negative (\"0s\" disables the sweep), got %s", c.Cleanup.Interval)
+	}
+	if c.Cleanup.GracePeriod <= 0 {
+		return bad("cleanup.gracePeriod", "must be positive, got %s", c.Cleanup.GracePeriod)
+	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("shutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
@@ -870,6 +899,10 @@ func (c Config) YAML() ([]byte, error) {
 	m["shutdownTimeout"] = c.ShutdownTimeout.String()
 	if s, ok := m["slices"].(map[string]any); ok {
 		s["syncDelay"] = c.Slices.SyncDelay.String()
+	}
+	if s, ok := m["cleanup"].(map[string]any); ok {
+		s["interval"] = c.Cleanup.Interval.String()
+		s["gracePeriod"] = c.Cleanup.GracePeriod.String()
 	}
 	return yaml.Marshal(m)
 }
