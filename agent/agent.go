@@ -51,7 +51,10 @@ type Options struct {
 	// Registry receives the agent's metrics; default a new registry, served
 	// on /metrics.
 	Registry *prometheus.Registry
-	// PluginLogger receives the plugins' logs; default hclog to stderr.
+	// PluginLogger receives the plugins' logs and the plugin host's;
+	// default Logger through pluginmgr.LogrLogger, so that the plugins'
+	// lines come out in the agent's format, each with plugin=<name> and
+	// level=<the plugin's level>.
 	PluginLogger hclog.Logger
 }
 
@@ -102,7 +105,7 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		opts.Registry = prometheus.NewRegistry()
 	}
 	if opts.PluginLogger == nil {
-		opts.PluginLogger = hclog.New(&hclog.LoggerOptions{Name: "plugin", Level: hclog.Info, Output: os.Stderr, JSONFormat: true})
+		opts.PluginLogger = pluginmgr.LogrLogger(opts.Logger.WithValues("node", cfg.NodeName))
 	}
 	return &Agent{
 		cfg:      cfg,

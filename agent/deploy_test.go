@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,60 +17,21 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// helmVersion is the helm release the chart is tested with, built from the
-// Go module proxy (no binary downloads are reachable).
-const helmVersion = "v3.21.4"
-
 const chartDir = "../examples/deploy/chart/dranode"
 
-// helmBinary builds helm once into the user's cache, under a lock so that
-// parallel test binaries build it once.
+// helmBinary is the helm the chart is tested with, built once into the
+// user's cache by scripts/build-helm.sh (which pins its version).
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			t.Fatalf("no cache directory for helm: %v", err)
+	out, err := exec.Command("../scripts/build-helm.sh").Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
 		}
-		cache = filepath.Join(home, ".cache")
+		t.Fatalf("scripts/build-helm.sh: %v\n%s", err, stderr)
 	}
-	dir := filepath.Join(cache, "dranode", "helm-"+helmVersion)
-	bin := filepath.Join(dir, "helm")
-	if fi, err := os.Stat(bin); err == nil && fi.Mode()&0o111 != 0 {
-		return bin
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if _, err := os.Stat(bin); err == nil {
-		return bin // built by another process while we waited
-	}
-	tmp, err := os.MkdirTemp(dir, "build-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	t.Logf("building helm %s into %s (once; a few minutes)", helmVersion, dir)
-	cmd := exec.Command("go", "install", "-p", "1", "helm.sh/helm/v3/cmd/helm@"+helmVersion)
-	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOBIN="+tmp)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building helm %s from the module proxy failed: %v\n%s", helmVersion, err, out)
-	}
-	if err := os.Rename(filepath.Join(tmp, "helm"), bin); err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return strings.TrimSpace(string(out))
 }
 
 func runHelm(t *testing.T, args ...string) []byte {

@@ -14,6 +14,12 @@
 // context given to Launch and Manager.Start bounds the start only; Close
 // ends a plugin, and may be called more than once, concurrently.
 //
+// A plugin logs with Logger (hclog JSON on its stderr); the host re-logs
+// each line once through Options.Logger, on a logger named after the
+// plugin, at the line's level with its fields, and any other stderr line
+// (a panic) as well; LogrLogger makes that logger a logr.Logger's, so a
+// host logging with klog has one format.
+//
 // Kubernetes objects cross the process boundary in their own protobuf
 // encoding inside the protocol messages (see proto/dranode/plugin/v1).
 package pluginmgr

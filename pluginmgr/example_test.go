@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/hashicorp/go-hclog"
 	resourcev1 "k8s.io/api/resource/v1"
 
@@ -63,4 +64,21 @@ func ExampleChecksumError() {
 	}
 	// Output:
 	// refused: 00000000 expected, true actual digest reported
+}
+
+// A host that logs with logr (klog in the agent) hands plugins' logs to it
+// through LogrLogger; here funcr prints what klog would format.
+func ExampleLogrLogger() {
+	log := funcr.New(func(_, args string) { fmt.Println(args) }, funcr.Options{Verbosity: 4})
+	h := pluginmgr.LogrLogger(log).Named("gpu")
+	h.Info("configured", "devices", 8)
+	h.Warn("device unhealthy", "device", "gpu-1")
+	h.Debug("details")
+	h.Trace("off below V(5)")
+	h.Error("prepare failed", "error", "no such device")
+	// Output:
+	// "level"=0 "msg"="configured" "plugin"="gpu" "level"="info" "devices"=8
+	// "level"=0 "msg"="device unhealthy" "plugin"="gpu" "level"="warn" "device"="gpu-1"
+	// "level"=4 "msg"="details" "plugin"="gpu" "level"="debug"
+	// "msg"="prepare failed" "error"="no such device" "plugin"="gpu" "level"="error"
 }

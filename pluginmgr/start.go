@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 
 	"github.com/hashicorp/go-plugin"
 
@@ -132,7 +133,7 @@ func (p *Plugin) startProcess(ctx, procCtx context.Context) (*instance, error) {
 		// killing the process, so go-plugin's own timeout, which it reports
 		// as a bare string, never fires first.
 		StartTimeout: 2 * p.opts.StartTimeout,
-		Logger:       p.log,
+		Logger:       &clientLogger{Logger: p.log, binary: filepath.Base(p.cfg.Path)},
 		Stderr:       stderr,
 		SyncStdout:   &lineLogger{log: p.log, stream: "stdout"},
 		SyncStderr:   &lineLogger{log: p.log, stream: "stderr"},

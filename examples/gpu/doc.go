@@ -11,20 +11,55 @@
 //
 //	driverName          DRA driver name            default gpu.example.com
 //	numDevices          number of GPUs, 0..4096    default 8
-//	devRoot             directory of the fake /dev default /tmp/dranode-gpu/dev
+//	hostDeviceNode      real device node behind    default /dev/null
+//	                    every simulated GPU
+//	devRoot             directory of the health    default /tmp/dranode-gpu/dev
+//	                    markers gpuN.unhealthy
 //	model               model attribute            default "Example GPU 40G"
 //	memory              memory capacity per GPU    default 40Gi
-//	healthPollInterval  how often devRoot is read  default 1s
+//	healthPollInterval  how often markers are read default 1s
 //	containerDevDir     device nodes' directory    default /dev for gpu.example.com,
 //	                    in the container           /dev/<driverName> for other names
 //
-// Device gpu-N has the device node <devRoot>/gpuN, created as an empty
-// regular file when missing (the simulation's hardware), and appears in the
-// container as <containerDevDir>/gpuN: two instances of the plugin serve
-// different driver names, so their devices never share a container path. A file
-// <devRoot>/gpuN.unhealthy marks the GPU unhealthy: health reports say so
-// within one poll interval, and Prepare refuses the device while the file
-// exists.
+// # Device nodes
+//
+// Device gpu-N appears in the container as <containerDevDir>/gpuN, a
+// device node with the type and major:minor of hostDeviceNode, which is
+// the CDI deviceNode's hostPath: the container runtime (containerd, CRI-O,
+// through the reference CDI library) stats the host path, creates the node
+// in the container with those numbers and allows it in the container's
+// device cgroup. Two instances of the plugin serve different driver names,
+// so their devices never share a container path.
+//
+// hostDeviceNode must be a character or block device; Configure checks it
+// (a runtime refuses anything else with "not a device node", and only when
+// it starts the container) and fails naming the file. The default,
+// /dev/null, exists on every host and in every container, hands a
+// workload nothing it could harm, and needs no privilege. The alternatives
+// were worse: an empty regular file per GPU, as earlier versions made,
+// is refused by every runtime; a character device the plugin makes with
+// mknod needs CAP_MKNOD (root, or a privileged pod), so the plugin would
+// not run as a normal user (make run) and would leave device files in a
+// directory the runtime must also see; a bind mount is not a device and
+// would not reach the device cgroup. A driver for real hardware names its
+// own nodes (/dev/nvidia0) instead, one per device.
+//
+// The plugin reads two files while it runs: a file <devRoot>/gpuN.unhealthy
+// marks GPU N unhealthy (health reports say so within one poll interval,
+// and Prepare refuses the device while the file exists), and a
+// hostDeviceNode that is gone or no longer a device makes every GPU
+// unhealthy and Prepare refuse, instead of writing specs the runtime would
+// refuse.
+//
+// # Environment
+//
+// Each prepared GPU sets GPU_DEVICE_<DRIVER>_<N>=<uuid>, where <DRIVER> is
+// the driver name in upper case with every character other than a letter
+// or digit replaced by "_" (gpu.example.com: GPU_DEVICE_GPU_EXAMPLE_COM_0),
+// so that a container with GPUs of two instances sees all of them. Driver
+// names that differ only in "." against "-" map to the same variables.
+//
+// # Time-slicing
 //
 // Opaque configuration of kind gpu.example.com/v1 GpuConfig selects
 // time-slicing:
@@ -32,6 +67,7 @@
 //	{"apiVersion": "gpu.example.com/v1", "kind": "GpuConfig",
 //	 "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Short"}}}
 //
-// which adds GPU_SHARING_STRATEGY and GPU_TIMESLICE_INTERVAL to the container
-// edits of the devices it applies to (interval Default, Short, Medium or Long).
+// which adds GPU_DEVICE_<DRIVER>_<N>_SHARING_STRATEGY and
+// GPU_DEVICE_<DRIVER>_<N>_TIMESLICE_INTERVAL to the container edits of the
+// devices it applies to (interval Default, Short, Medium or Long).
 package main

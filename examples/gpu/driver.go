@@ -69,6 +69,9 @@ type config struct {
 	HealthPollInterval duration `json:"healthPollInterval"`
 	// ContainerDevDir is where the device nodes appear in the container.
 	ContainerDevDir string `json:"containerDevDir"`
+	// HostDeviceNode is the real device node every simulated GPU's
+	// container node is made from (its type and major:minor).
+	HostDeviceNode string `json:"hostDeviceNode"`
 
 	memory resource.Quantity
 }
@@ -76,6 +79,41 @@ type config struct {
 // defaultDriverName is the driver name when none is configured; its device
 // nodes appear in containers as /dev/gpuN.
 const defaultDriverName = "gpu.example.com"
+
+// defaultHostDeviceNode backs every simulated GPU: a character device that
+// exists on every Linux host and in every container, harmless to hand to a
+// workload, and needs no privilege to name (see doc.go for why not a node
+// of our own).
+const defaultHostDeviceNode = "/dev/null"
+
+// checkDeviceNode says why path cannot be the host side of a CDI device
+// node: a container runtime stats it and refuses anything but a character
+// or block device ("not a device node").
+func checkDeviceNode(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("hostDeviceNode: %w", err)
+	}
+	if fi.Mode()&os.ModeDevice == 0 {
+		return fmt.Errorf("hostDeviceNode %s is a %s, not a character or block device", path, fileKind(fi.Mode()))
+	}
+	return nil
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m.IsRegular():
+		return "regular file"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	default:
+		return "file of mode " + m.String()
+	}
+}
 
 func parseConfig(raw []byte) (config, error) {
 	var c config
@@ -104,6 +142,9 @@ func parseConfig(raw []byte) (config, error) {
 	if c.DevRoot == "" {
 		c.DevRoot = "/tmp/dranode-gpu/dev"
 	}
+	if c.HostDeviceNode == "" {
+		c.HostDeviceNode = defaultHostDeviceNode
+	}
 	if c.Model == "" {
 		c.Model = "Example GPU 40G"
 	}
@@ -121,6 +162,9 @@ func parseConfig(raw []byte) (config, error) {
 	}
 	if !filepath.IsAbs(c.DevRoot) {
 		return config{}, fmt.Errorf("%w: devRoot %q must be absolute", errConfig, c.DevRoot)
+	}
+	if !filepath.IsAbs(c.HostDeviceNode) {
+		return config{}, fmt.Errorf("%w: hostDeviceNode %q must be absolute", errConfig, c.HostDeviceNode)
 	}
 	if !filepath.IsAbs(c.ContainerDevDir) || filepath.Clean(c.ContainerDevDir) != c.ContainerDevDir {
 		return config{}, fmt.Errorf("%w: containerDevDir %q must be an absolute, clean path", errConfig, c.ContainerDevDir)
@@ -180,16 +224,13 @@ func (d *driver) Configure(_ context.Context, nodeName string, raw []byte) error
 	if err != nil {
 		return err
 	}
+	if err := checkDeviceNode(cfg.HostDeviceNode); err != nil {
+		return fmt.Errorf("%w: %w", errConfig, err)
+	}
+	// devRoot holds the health markers only; made here so that marking a
+	// GPU is one touch.
 	if err := os.MkdirAll(cfg.DevRoot, 0o755); err != nil {
 		return fmt.Errorf("devRoot: %w", err)
-	}
-	for i := range *cfg.NumDevices {
-		path := devicePath(cfg, i)
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o666)
-		if err != nil {
-			return fmt.Errorf("simulated device node: %w", err)
-		}
-		f.Close()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -201,14 +242,33 @@ func (d *driver) Configure(_ context.Context, nodeName string, raw []byte) error
 	d.cfg = cfg
 	d.nodeName = nodeName
 	close(d.configured)
-	d.log.Info("configured", "node", nodeName, "driver", cfg.DriverName, "devices", *cfg.NumDevices, "devRoot", cfg.DevRoot)
+	d.log.Info("configured", "node", nodeName, "driver", cfg.DriverName, "devices", *cfg.NumDevices, "devRoot", cfg.DevRoot, "hostDeviceNode", cfg.HostDeviceNode)
 	return nil
 }
 
 func deviceName(i int) string { return "gpu-" + strconv.Itoa(i) }
 
-func devicePath(cfg config, i int) string {
-	return filepath.Join(cfg.DevRoot, "gpu"+strconv.Itoa(i))
+// markerPath is the file whose existence marks GPU i unhealthy.
+func markerPath(cfg config, i int) string {
+	return filepath.Join(cfg.DevRoot, "gpu"+strconv.Itoa(i)+".unhealthy")
+}
+
+// envPrefix names GPU i's environment variables, per driver so that a
+// container with devices of two instances of the plugin gets both:
+// GPU_DEVICE_<driver name in upper case, every character other than a
+// letter or digit as "_">_<i>, e.g. GPU_DEVICE_GPU_EXAMPLE_COM_0.
+func envPrefix(driverName string, i int) string {
+	var b strings.Builder
+	b.WriteString("GPU_DEVICE_")
+	for _, r := range strings.ToUpper(driverName) {
+		if r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	b.WriteString("_" + strconv.Itoa(i))
+	return b.String()
 }
 
 // containerPath is where GPU i's device node appears in the container.
@@ -281,14 +341,16 @@ func (d *driver) poolName() string {
 
 func healthSnapshot(cfg config, pool string) []pluginmgr.DeviceHealth {
 	out := make([]pluginmgr.DeviceHealth, *cfg.NumDevices)
+	// A runtime would refuse every GPU's device node now.
+	nodeErr := checkDeviceNode(cfg.HostDeviceNode)
 	for i := range out {
 		out[i] = pluginmgr.DeviceHealth{Pool: pool, Device: deviceName(i), Status: pluginmgr.Healthy}
-		if _, err := os.Stat(devicePath(cfg, i) + ".unhealthy"); err == nil {
+		if _, err := os.Stat(markerPath(cfg, i)); err == nil {
 			out[i].Status = pluginmgr.Unhealthy
-			out[i].Message = "marked unhealthy by " + devicePath(cfg, i) + ".unhealthy"
-		} else if _, err := os.Stat(devicePath(cfg, i)); err != nil {
+			out[i].Message = "marked unhealthy by " + markerPath(cfg, i)
+		} else if nodeErr != nil {
 			out[i].Status = pluginmgr.Unhealthy
-			out[i].Message = "device node missing: " + err.Error()
+			out[i].Message = nodeErr.Error()
 		}
 	}
 	return out
@@ -332,8 +394,9 @@ type gpuConfig struct {
 
 var timeSliceIntervals = []string{"Default", "Short", "Medium", "Long"}
 
-// sharingEnv decodes one opaque configuration into the environment it adds.
-func sharingEnv(driverName string, raw []byte) ([]string, error) {
+// sharingEnv decodes one opaque configuration into the environment it adds
+// to the device whose variables start with prefix.
+func sharingEnv(driverName, prefix string, raw []byte) ([]string, error) {
 	var gc gpuConfig
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -355,7 +418,7 @@ func sharingEnv(driverName string, raw []byte) ([]string, error) {
 		if !slices.Contains(timeSliceIntervals, interval) {
 			return nil, fmt.Errorf("opaque config: time-slicing interval %q is not one of %v", interval, timeSliceIntervals)
 		}
-		return []string{"GPU_SHARING_STRATEGY=TimeSlicing", "GPU_TIMESLICE_INTERVAL=" + interval}, nil
+		return []string{prefix + "_SHARING_STRATEGY=TimeSlicing", prefix + "_TIMESLICE_INTERVAL=" + interval}, nil
 	default:
 		return nil, fmt.Errorf("opaque config: sharing strategy %q is not supported (TimeSlicing is)", gc.Sharing.Strategy)
 	}
@@ -379,6 +442,10 @@ func (d *driver) Prepare(ctx context.Context, claims []pluginmgr.Claim) ([]plugi
 }
 
 func prepareClaim(cfg config, c pluginmgr.Claim) ([]pluginmgr.PreparedDevice, error) {
+	if err := checkDeviceNode(cfg.HostDeviceNode); err != nil {
+		// The runtime would refuse the container; say why here instead.
+		return nil, err
+	}
 	var devices []pluginmgr.PreparedDevice
 	for _, r := range c.Results {
 		if r.Driver != cfg.DriverName {
@@ -389,12 +456,11 @@ func prepareClaim(cfg config, c pluginmgr.Claim) ([]pluginmgr.PreparedDevice, er
 		if !ok || err != nil || i < 0 || i >= *cfg.NumDevices || deviceName(i) != r.Device {
 			return nil, fmt.Errorf("device %q is not one of this driver's %d GPUs", r.Device, *cfg.NumDevices)
 		}
-		if _, err := os.Stat(devicePath(cfg, i) + ".unhealthy"); err == nil {
+		if _, err := os.Stat(markerPath(cfg, i)); err == nil {
 			return nil, fmt.Errorf("device %s is unhealthy", r.Device)
 		}
-		env := []string{
-			fmt.Sprintf("GPU_DEVICE_%d=%s", i, deviceUUID(cfg.DriverName, i)),
-		}
+		prefix := envPrefix(cfg.DriverName, i)
+		env := []string{prefix + "=" + deviceUUID(cfg.DriverName, i)}
 		// Later configurations override earlier ones (claim after class).
 		var sharing []string
 		for _, dc := range c.Configs {
@@ -404,7 +470,7 @@ func prepareClaim(cfg config, c pluginmgr.Claim) ([]pluginmgr.PreparedDevice, er
 			if len(dc.Requests) > 0 && !slices.Contains(dc.Requests, r.Request) && !slices.Contains(dc.Requests, parentRequest(r.Request)) {
 				continue
 			}
-			e, err := sharingEnv(cfg.DriverName, dc.Opaque.Parameters.Raw)
+			e, err := sharingEnv(cfg.DriverName, prefix, dc.Opaque.Parameters.Raw)
 			if err != nil {
 				return nil, fmt.Errorf("device %s: %w", r.Device, err)
 			}
@@ -418,7 +484,7 @@ func prepareClaim(cfg config, c pluginmgr.Claim) ([]pluginmgr.PreparedDevice, er
 			Edits: pluginmgr.ContainerEdits{
 				Env: env,
 				DeviceNodes: []pluginmgr.DeviceNode{{
-					Path: containerPath(cfg, i), HostPath: devicePath(cfg, i),
+					Path: containerPath(cfg, i), HostPath: cfg.HostDeviceNode,
 				}},
 			},
 		})

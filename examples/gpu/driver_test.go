@@ -28,7 +28,7 @@ func TestParseConfig(t *testing.T) {
 		check   func(t *testing.T, c config)
 	}{
 		{name: "defaults", raw: "", check: func(t *testing.T, c config) {
-			if c.DriverName != "gpu.example.com" || *c.NumDevices != 8 || c.DevRoot != "/tmp/dranode-gpu/dev" || c.memory.String() != "40Gi" {
+			if c.DriverName != "gpu.example.com" || *c.NumDevices != 8 || c.DevRoot != "/tmp/dranode-gpu/dev" || c.memory.String() != "40Gi" || c.HostDeviceNode != "/dev/null" {
 				t.Errorf("defaults = %+v", c)
 			}
 		}},
@@ -69,6 +69,7 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("container path %s, want /dev/accel/gpu0", got)
 			}
 		}},
+		{name: "relative hostDeviceNode", raw: `{"hostDeviceNode": "null"}`, wantErr: `hostDeviceNode "null" must be absolute`},
 		{name: "relative containerDevDir", raw: `{"containerDevDir": "dev"}`, wantErr: `containerDevDir "dev"`},
 		{name: "unclean containerDevDir", raw: `{"containerDevDir": "/dev/../etc"}`, wantErr: `containerDevDir "/dev/../etc"`},
 	}
@@ -127,7 +128,7 @@ func opaque(driver string, requests []string, raw string) resourcev1.DeviceAlloc
 
 func TestPrepareEdits(t *testing.T) {
 	devRoot := t.TempDir()
-	d, cfg := configured(t, `{"numDevices": 2, "devRoot": "`+devRoot+`"}`)
+	d, _ := configured(t, `{"numDevices": 2, "devRoot": "`+devRoot+`"}`)
 	const timeSlicing = `{"apiVersion": "gpu.example.com/v1", "kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}}}`
 	result := func(req, dev string) resourcev1.DeviceRequestAllocationResult {
 		return resourcev1.DeviceRequestAllocationResult{Request: req, Driver: "gpu.example.com", Pool: "p", Device: dev}
@@ -139,18 +140,18 @@ func TestPrepareEdits(t *testing.T) {
 		wantErr string
 	}{
 		{name: "plain", claim: pluginmgr.Claim{UID: "1", Results: []resourcev1.DeviceRequestAllocationResult{result("r", "gpu-1")}},
-			wantEnv: [][]string{{"GPU_DEVICE_1=" + deviceUUID("gpu.example.com", 1)}}},
+			wantEnv: [][]string{{"GPU_DEVICE_GPU_EXAMPLE_COM_1=" + deviceUUID("gpu.example.com", 1)}}},
 		{name: "time slicing for one request", claim: pluginmgr.Claim{UID: "2",
 			Results: []resourcev1.DeviceRequestAllocationResult{result("shared", "gpu-0"), result("exclusive", "gpu-1")},
 			Configs: []resourcev1.DeviceAllocationConfiguration{opaque("gpu.example.com", []string{"shared"}, timeSlicing)}},
 			wantEnv: [][]string{
-				{"GPU_DEVICE_0=" + deviceUUID("gpu.example.com", 0), "GPU_SHARING_STRATEGY=TimeSlicing", "GPU_TIMESLICE_INTERVAL=Long"},
-				{"GPU_DEVICE_1=" + deviceUUID("gpu.example.com", 1)},
+				{"GPU_DEVICE_GPU_EXAMPLE_COM_0=" + deviceUUID("gpu.example.com", 0), "GPU_DEVICE_GPU_EXAMPLE_COM_0_SHARING_STRATEGY=TimeSlicing", "GPU_DEVICE_GPU_EXAMPLE_COM_0_TIMESLICE_INTERVAL=Long"},
+				{"GPU_DEVICE_GPU_EXAMPLE_COM_1=" + deviceUUID("gpu.example.com", 1)},
 			}},
 		{name: "other driver's config is ignored", claim: pluginmgr.Claim{UID: "3",
 			Results: []resourcev1.DeviceRequestAllocationResult{result("r", "gpu-0")},
 			Configs: []resourcev1.DeviceAllocationConfiguration{opaque("nic.example.com", nil, `not json`)}},
-			wantEnv: [][]string{{"GPU_DEVICE_0=" + deviceUUID("gpu.example.com", 0)}}},
+			wantEnv: [][]string{{"GPU_DEVICE_GPU_EXAMPLE_COM_0=" + deviceUUID("gpu.example.com", 0)}}},
 		{name: "bad interval", claim: pluginmgr.Claim{UID: "4",
 			Results: []resourcev1.DeviceRequestAllocationResult{result("r", "gpu-0")},
 			Configs: []resourcev1.DeviceAllocationConfiguration{opaque("gpu.example.com", nil, strings.Replace(timeSlicing, "Long", "Forever", 1))}},
@@ -185,11 +186,8 @@ func TestPrepareEdits(t *testing.T) {
 					t.Errorf("device %s env = %v, want %v", dev.Device, dev.Edits.Env, tt.wantEnv[i])
 				}
 				node := dev.Edits.DeviceNodes[0]
-				if node.HostPath != filepath.Join(cfg.DevRoot, strings.Replace(dev.Device, "-", "", 1)) || node.Path != "/dev/"+strings.Replace(dev.Device, "-", "", 1) {
-					t.Errorf("device node = %+v", node)
-				}
-				if _, err := os.Stat(node.HostPath); err != nil {
-					t.Errorf("simulated device node: %v", err)
+				if node.HostPath != "/dev/null" || node.Path != "/dev/"+strings.Replace(dev.Device, "-", "", 1) {
+					t.Errorf("device node = %+v, want /dev/gpuN from /dev/null", node)
 				}
 			}
 		})
@@ -263,9 +261,10 @@ func TestMaxDevicesFitOneMessage(t *testing.T) {
 }
 
 // Two instances of the plugin (two driver names) on one node: a claim with
-// gpu-0 of each must not inject both at one container path.
+// gpu-0 of each must not inject both at one container path, nor set one
+// environment variable twice.
 func TestTwoInstancesDoNotCollide(t *testing.T) {
-	var paths []string
+	var paths, env []string
 	for _, name := range []string{"gpu.example.com", "gpu2.example.com"} {
 		d, _ := configured(t, `{"driverName": "`+name+`", "numDevices": 1, "devRoot": "`+t.TempDir()+`"}`)
 		claim := pluginmgr.Claim{UID: "1", Results: []resourcev1.DeviceRequestAllocationResult{{Request: "r", Driver: name, Pool: "p", Device: "gpu-0"}}}
@@ -279,8 +278,90 @@ func TestTwoInstancesDoNotCollide(t *testing.T) {
 			}
 			paths = append(paths, n.Path)
 		}
+		for _, e := range res[0].Devices[0].Edits.Env {
+			name, _, _ := strings.Cut(e, "=")
+			if slices.Contains(env, name) {
+				t.Errorf("driver %s sets %s, which the other instance sets too", name, e)
+			}
+			env = append(env, name)
+		}
 	}
 	if len(paths) != 2 {
 		t.Errorf("device nodes %v, want one per instance", paths)
+	}
+}
+
+func TestEnvPrefix(t *testing.T) {
+	for _, tt := range []struct {
+		driver string
+		i      int
+		want   string
+	}{
+		{"gpu.example.com", 0, "GPU_DEVICE_GPU_EXAMPLE_COM_0"},
+		{"gpu2.example.com", 12, "GPU_DEVICE_GPU2_EXAMPLE_COM_12"},
+		{"my-gpu.example.org", 3, "GPU_DEVICE_MY_GPU_EXAMPLE_ORG_3"},
+	} {
+		if got := envPrefix(tt.driver, tt.i); got != tt.want {
+			t.Errorf("envPrefix(%q, %d) = %s, want %s", tt.driver, tt.i, got, tt.want)
+		}
+	}
+}
+
+// hostDeviceNode must be what a container runtime accepts as the host side
+// of a CDI device node; Configure refuses anything else, naming it.
+func TestHostDeviceNodeChecked(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gpu0")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		node, wantErr string
+	}{
+		{"/dev/null", ""},
+		{file, "hostDeviceNode " + file + " is a regular file, not a character or block device"},
+		{dir, "is a directory, not a character or block device"},
+		{filepath.Join(dir, "missing"), "no such file or directory"},
+	} {
+		d := newDriver(hclog.NewNullLogger())
+		err := d.Configure(context.Background(), "node-1", []byte(`{"devRoot": "`+filepath.Join(dir, "markers")+`", "hostDeviceNode": "`+tt.node+`"}`))
+		if tt.wantErr == "" {
+			if err != nil {
+				t.Errorf("hostDeviceNode %s: %v", tt.node, err)
+			}
+			continue
+		}
+		if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("hostDeviceNode %s: error %v, want errConfig saying %q", tt.node, err, tt.wantErr)
+		}
+	}
+}
+
+// A host device node that disappears after Configure makes every GPU
+// unhealthy and Prepare refuse, instead of a spec the runtime refuses.
+func TestHostDeviceNodeGone(t *testing.T) {
+	dir := t.TempDir()
+	node := filepath.Join(dir, "null")
+	if err := os.Symlink("/dev/null", node); err != nil {
+		t.Fatal(err)
+	}
+	d, cfg := configured(t, `{"numDevices": 2, "devRoot": "`+dir+`", "hostDeviceNode": "`+node+`"}`)
+	if snap := healthSnapshot(cfg, "p"); snap[0].Status != pluginmgr.Healthy {
+		t.Fatalf("health = %+v", snap)
+	}
+	if err := os.Remove(node); err != nil {
+		t.Fatal(err)
+	}
+	snap := healthSnapshot(cfg, "p")
+	if snap[0].Status != pluginmgr.Unhealthy || snap[1].Status != pluginmgr.Unhealthy || !strings.Contains(snap[1].Message, node) {
+		t.Errorf("health after removing %s = %+v", node, snap)
+	}
+	res, err := d.Prepare(context.Background(), []pluginmgr.Claim{{UID: "u", Results: []resourcev1.DeviceRequestAllocationResult{
+		{Request: "r", Driver: "gpu.example.com", Pool: "p", Device: "gpu-0"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err == nil || !strings.Contains(res[0].Err.Error(), node) {
+		t.Errorf("Prepare without the host device node = %+v", res[0])
 	}
 }

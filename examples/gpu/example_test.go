@@ -12,7 +12,7 @@ import (
 // What gpu-plugin answers the agent for a claim with GPU 1 and a
 // time-slicing configuration: the container edits that inject the device.
 func Example() {
-	cfg, err := parseConfig([]byte(`{"driverName": "gpu.example.com", "numDevices": 2, "devRoot": "/dev/sim"}`))
+	cfg, err := parseConfig([]byte(`{"driverName": "gpu.example.com", "numDevices": 2}`))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -44,8 +44,8 @@ func Example() {
 	}
 	// Output:
 	// node-a gpu-1 [gpu]
-	//   /dev/sim/gpu1 -> /dev/gpu1
-	//   GPU_DEVICE_1=GPU-4d73f124-010f-8862-0092-bbc6c13f5aea
-	//   GPU_SHARING_STRATEGY=TimeSlicing
-	//   GPU_TIMESLICE_INTERVAL=Default
+	//   /dev/null -> /dev/gpu1
+	//   GPU_DEVICE_GPU_EXAMPLE_COM_1=GPU-4d73f124-010f-8862-0092-bbc6c13f5aea
+	//   GPU_DEVICE_GPU_EXAMPLE_COM_1_SHARING_STRATEGY=TimeSlicing
+	//   GPU_DEVICE_GPU_EXAMPLE_COM_1_TIMESLICE_INTERVAL=Default
 }

@@ -14,7 +14,10 @@
 //     sliceclient.Publisher (in place of the helper's PublishResources).
 //
 // Driver implements kubeletplugin.DRAPlugin; Run wires it to the helper and
-// the publisher. The devices are simulated: device nodes gpu0, gpu1, ... in
-// Config.DevRoot, and a file "gpuN.unhealthy" next to one makes the driver
-// refuse to prepare it.
+// the publisher. The devices are simulated: GPU N appears in the container
+// as /dev/gpuN, a device node made from Config.HostDeviceNode (/dev/null by
+// default: a real character device, which container runtimes require and
+// which needs no privilege, unlike a node made with mknod), with its UUID in
+// GPU_DEVICE_<DRIVER>_<N> (EnvName); a file "gpuN.unhealthy" in
+// Config.DevRoot makes the driver refuse to prepare it.
 package driver

@@ -42,9 +42,14 @@ type Config struct {
 	NodeName string
 	// NumDevices is how many GPUs to simulate (1..MaxDevices).
 	NumDevices int
-	// DevRoot holds the device nodes gpu0, gpu1, ...; the CDI specs inject
-	// them as /dev/gpuN.
+	// DevRoot holds the health markers: a file gpuN.unhealthy makes the
+	// driver refuse GPU N.
 	DevRoot string
+	// HostDeviceNode is the real device node every GPU's container node
+	// /dev/gpuN is made from (the CDI hostPath: the runtime copies its type
+	// and major:minor); it must be a character or block device, or a
+	// runtime refuses the container. Empty: DefaultHostDeviceNode.
+	HostDeviceNode string
 	// CDIDir is the container runtime's CDI spec directory (/var/run/cdi).
 	CDIDir string
 	// StateDir holds the record of prepared claims; it must survive
@@ -52,6 +57,32 @@ type Config struct {
 	StateDir string
 	// BootID is the current boot's ID (claimcache.ReadBootID on a node).
 	BootID string
+}
+
+// DefaultHostDeviceNode backs the simulated GPUs unless Config says
+// otherwise: it exists on every host, gives a workload nothing, and needs no
+// privilege, where a node of the driver's own would need mknod (root).
+const DefaultHostDeviceNode = "/dev/null"
+
+func (c Config) hostDeviceNode() string {
+	if c.HostDeviceNode == "" {
+		return DefaultHostDeviceNode
+	}
+	return c.HostDeviceNode
+}
+
+// checkDeviceNode says why path cannot be the host side of a CDI device
+// node: container runtimes stat it and refuse anything but a character or
+// block device ("not a device node").
+func checkDeviceNode(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("host device node: %w", err)
+	}
+	if fi.Mode()&os.ModeDevice == 0 {
+		return fmt.Errorf("host device node %s is not a character or block device (mode %s)", path, fi.Mode())
+	}
+	return nil
 }
 
 func (c Config) validate() error {
@@ -71,6 +102,11 @@ func (c Config) validate() error {
 		if !filepath.IsAbs(dir.path) {
 			problems = append(problems, fmt.Sprintf("%s %q is not an absolute path", dir.name, dir.path))
 		}
+	}
+	if !filepath.IsAbs(c.hostDeviceNode()) {
+		problems = append(problems, fmt.Sprintf("host device node %q is not an absolute path", c.HostDeviceNode))
+	} else if err := checkDeviceNode(c.hostDeviceNode()); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if strings.TrimSpace(c.BootID) == "" {
 		problems = append(problems, "boot ID is empty")
@@ -181,8 +217,26 @@ func (d *Driver) deviceUUID(i int) string {
 	return fmt.Sprintf("GPU-%x", sum[:8])
 }
 
-func (d *Driver) devicePath(i int) string {
-	return filepath.Join(d.cfg.DevRoot, "gpu"+strconv.Itoa(i))
+// markerPath is the file whose existence marks GPU i unhealthy.
+func (d *Driver) markerPath(i int) string {
+	return filepath.Join(d.cfg.DevRoot, "gpu"+strconv.Itoa(i)+".unhealthy")
+}
+
+// EnvName is the environment variable that gives a container the UUID of
+// GPU i of driver: GPU_DEVICE_<driver name in upper case, every character
+// other than a letter or digit as "_">_<i>, per driver so that a container
+// with devices of two drivers sees both.
+func EnvName(driver string, i int) string {
+	upper := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' {
+			return r - 'a' + 'A'
+		}
+		if r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, driver)
+	return "GPU_DEVICE_" + upper + "_" + strconv.Itoa(i)
 }
 
 // deviceIndex maps an allocated device back to the GPU, or fails for a
@@ -275,7 +329,7 @@ func (d *Driver) allocatedDevices(claim *resourceapi.ResourceClaim) ([]claimcach
 		if err != nil {
 			return nil, err
 		}
-		if _, err := os.Stat(d.devicePath(i) + ".unhealthy"); err == nil {
+		if _, err := os.Stat(d.markerPath(i)); err == nil {
 			return nil, fmt.Errorf("%w: device %s is unhealthy", ErrClaimRefused, r.Device)
 		}
 		name := string(claim.UID) + "-" + r.Device
@@ -373,6 +427,11 @@ func (d *Driver) startPrepare(ref claimcache.ClaimRef) error {
 // environment variable with its UUID. It depends only on the devices, so
 // the record is enough to write it again.
 func (d *Driver) spec(devices []claimcache.Device) (*cdi.Spec, error) {
+	// A spec naming a host node that is gone would be refused by the
+	// runtime only when it starts the container; refuse the claim now.
+	if err := checkDeviceNode(d.cfg.hostDeviceNode()); err != nil {
+		return nil, err
+	}
 	spec := &cdi.Spec{Kind: d.cfg.DriverName + "/" + cdi.ClaimClass}
 	for _, dev := range devices {
 		i, err := d.deviceIndex(dev.Pool, dev.Device)
@@ -389,8 +448,8 @@ func (d *Driver) spec(devices []claimcache.Device) (*cdi.Spec, error) {
 		spec.Devices = append(spec.Devices, cdi.Device{
 			Name: name,
 			ContainerEdits: cdi.ContainerEdits{
-				Env:         []string{fmt.Sprintf("GPU_DEVICE_%d=%s", i, d.deviceUUID(i))},
-				DeviceNodes: []cdi.DeviceNode{{Path: "/dev/gpu" + strconv.Itoa(i), HostPath: d.devicePath(i)}},
+				Env:         []string{EnvName(d.cfg.DriverName, i) + "=" + d.deviceUUID(i)},
+				DeviceNodes: []cdi.DeviceNode{{Path: "/dev/gpu" + strconv.Itoa(i), HostPath: d.cfg.hostDeviceNode()}},
 			},
 		})
 	}

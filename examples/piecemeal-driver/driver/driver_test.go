@@ -162,10 +162,10 @@ func TestPrepareWritesSpecAndRecord(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Errorf("spec defines %v, want %v", names, want)
 	}
-	if got := spec.Devices[1].ContainerEdits.DeviceNodes[0]; got.Path != "/dev/gpu3" || got.HostPath != filepath.Join(cfg.DevRoot, "gpu3") {
-		t.Errorf("gpu-3 injects %+v, want /dev/gpu3 from %s", got, cfg.DevRoot)
+	if got := spec.Devices[1].ContainerEdits.DeviceNodes[0]; got.Path != "/dev/gpu3" || got.HostPath != "/dev/null" {
+		t.Errorf("gpu-3 injects %+v, want /dev/gpu3 from /dev/null", got)
 	}
-	if env := spec.Devices[1].ContainerEdits.Env; len(env) != 1 || !strings.HasPrefix(env[0], "GPU_DEVICE_3=GPU-") {
+	if env := spec.Devices[1].ContainerEdits.Env; len(env) != 1 || !strings.HasPrefix(env[0], "GPU_DEVICE_PIECEMEAL_EXAMPLE_COM_3=GPU-") {
 		t.Errorf("gpu-3 sets env %v", env)
 	}
 	e, err := d.record.Get("uid-2")
@@ -485,6 +485,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"too many devices", func(c *Config) { c.NumDevices = MaxDevices + 1 }, "number of devices 129"},
 		{"relative CDI dir", func(c *Config) { c.CDIDir = "cdi" }, `CDI directory "cdi"`},
 		{"boot ID", func(c *Config) { c.BootID = " \n" }, "boot ID is empty"},
+		{"relative host device node", func(c *Config) { c.HostDeviceNode = "null" }, `host device node "null" is not an absolute path`},
+		{"missing host device node", func(c *Config) { c.HostDeviceNode = "/nonexistent/gpu0" }, "/nonexistent/gpu0: no such file"},
+		{"host device node is a file", func(c *Config) { c.HostDeviceNode = "/proc/self/status" }, "host device node /proc/self/status is not a character or block device"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
@@ -554,5 +557,20 @@ func TestInterruptedPrepare(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestEnvName(t *testing.T) {
+	for _, tc := range []struct {
+		driver string
+		i      int
+		want   string
+	}{
+		{"piecemeal.example.com", 3, "GPU_DEVICE_PIECEMEAL_EXAMPLE_COM_3"},
+		{"my-gpu2.example.org", 10, "GPU_DEVICE_MY_GPU2_EXAMPLE_ORG_10"},
+	} {
+		if got := EnvName(tc.driver, tc.i); got != tc.want {
+			t.Errorf("EnvName(%q, %d) = %s, want %s", tc.driver, tc.i, got, tc.want)
+		}
 	}
 }

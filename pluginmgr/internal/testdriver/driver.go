@@ -35,6 +35,9 @@ type Config struct {
 	// even when the host gives up on it, as a stuck driver would; it writes
 	// <BlockDir>/<call>-started first.
 	HangIn string `json:"hangIn"`
+	// PanicIn names a call ("Prepare") that panics, which ends the
+	// process with the Go runtime's panic message on stderr.
+	PanicIn string `json:"panicIn"`
 }
 
 // Driver is the test driver; the zero value is ready for Configure.
@@ -62,6 +65,7 @@ func (d *Driver) Configure(_ context.Context, _ string, raw []byte) error {
 	}
 	if d.Log != nil {
 		d.Log.Info("configured", "devices", d.cfg.Devices)
+		d.Log.Debug("configuration details", "blockDir", d.cfg.BlockDir)
 	}
 	d.hangIf("Configure")
 	return nil
@@ -110,6 +114,9 @@ func (d *Driver) WatchHealth(ctx context.Context, send func([]pluginmgr.DeviceHe
 }
 
 func (d *Driver) Prepare(ctx context.Context, claims []pluginmgr.Claim) ([]pluginmgr.PrepareResult, error) {
+	if d.cfg.PanicIn == "Prepare" {
+		panic("testdriver: panic requested in Prepare")
+	}
 	if d.cfg.BlockDir != "" {
 		block := filepath.Join(d.cfg.BlockDir, "block")
 		if _, err := os.Stat(block); err == nil {

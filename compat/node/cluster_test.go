@@ -1,0 +1,484 @@
+package node_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dranode/dranode/compat/node/harness"
+	"github.com/dranode/dranode/scripts/image/workload"
+	"github.com/dranode/dranode/tools/envtest"
+)
+
+const (
+	chartDir   = "../../examples/deploy/chart/dranode"
+	samplesDir = "../../examples/deploy/samples"
+	agentNS    = "dranode"
+)
+
+// cluster is a control plane (with the scheduler and the controllers the
+// chart relies on), one real node, and the chart deployed onto it.
+type cluster struct {
+	t        *testing.T
+	ctx      context.Context
+	env      *envtest.Environment
+	client   kubernetes.Interface
+	dyn      dynamic.Interface
+	mapper   meta.RESTMapper
+	node     *harness.Node
+	httpPort int
+}
+
+// startCluster starts everything and deploys the chart with values (on top
+// of the chart's own values.yaml and what a node needs: see chartValues).
+func startCluster(t *testing.T, values map[string]any) *cluster {
+	t.Helper()
+	return startClusterWith(t, values, true)
+}
+
+func startClusterWith(t *testing.T, values map[string]any, waitReady bool) *cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	env := &envtest.Environment{Scheduler: true, ControllerManager: true, APIServerFlags: harness.APIServerFlags()}
+	cfg := envtest.StartT(t, env)
+	c := &cluster{t: t, ctx: ctx, env: env, client: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg)}
+	c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
+	n, err := harness.Start(ctx, harness.Options{
+		Kubeconfig:   env.KubeconfigPath(),
+		Images:       []string{testImages.pause, testImages.workload, testImages.agent},
+		SandboxImage: testImages.pauseRef,
+		Log:          testLog{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.node = n
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kubelet log tail:\n%s", n.LogTail("kubelet", 40))
+			c.dumpAgentLog()
+		}
+		if err := n.Stop(); err != nil {
+			t.Errorf("stopping the node: %v", err)
+		}
+	})
+	c.httpPort = freePort(t)
+	c.deployChart(c.chartValues(values))
+	if waitReady {
+		c.waitAgentReady()
+	}
+	return c
+}
+
+// chartValues are the chart's values for this node: the local image, the
+// node's directories instead of /var/lib/kubelet and /var/run/cdi, the API
+// server's address (there is no kube-proxy), a free port, and each driver's
+// sha256 from the image — the chart's drivers list otherwise as shipped.
+func (c *cluster) chartValues(extra map[string]any) map[string]any {
+	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var shipped struct {
+		Drivers []map[string]any `json:"drivers"`
+	}
+	if err := yaml.Unmarshal(raw, &shipped); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, d := range shipped.Drivers {
+		sum, ok := testImages.pluginSHA256[fmt.Sprint(d["name"])]
+		if !ok {
+			c.t.Fatalf("the chart's driver %v has no plugin in the image (%v)", d["name"], testImages.pluginSHA256)
+		}
+		d["sha256"] = sum
+	}
+	host, port := c.apiServerHostPort()
+	v := map[string]any{
+		"image":          map[string]any{"repository": testImages.agentRepo, "tag": testImages.tag, "pullPolicy": "Never"},
+		"kubeletRootDir": c.node.KubeletRootDir(),
+		"cdiDir":         c.node.CDIDir(),
+		"stateDir":       filepath.Join(c.node.Dir(), "dranode"),
+		"kubernetesAPI":  map[string]any{"host": host, "port": port},
+		"httpPort":       c.httpPort,
+		"drivers":        shipped.Drivers,
+	}
+	for k, x := range extra {
+		v[k] = x
+	}
+	return v
+}
+
+func (c *cluster) apiServerHostPort() (string, int) {
+	u := c.env.Config().Host
+	u = strings.TrimPrefix(u, "https://")
+	host, port, _ := strings.Cut(u, ":")
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		c.t.Fatalf("API server address %q: %v", c.env.Config().Host, err)
+	}
+	return host, p
+}
+
+// deployChart renders the chart with helm template and applies every object
+// (server-side apply), as a GitOps tool would.
+func (c *cluster) deployChart(values map[string]any) {
+	c.t.Helper()
+	vf := filepath.Join(c.t.TempDir(), "values.yaml")
+	raw, err := yaml.Marshal(values)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(vf, raw, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.client.CoreV1().Namespaces().Create(c.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		c.t.Fatal(err)
+	}
+	out := helm(c.t, "template", "dranode", chartDir, "--namespace", agentNS, "--kube-version", "1.37.1", "--values", vf)
+	for _, doc := range strings.Split(string(out), "\n---") {
+		var obj unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			c.t.Fatalf("rendered chart: %v\n%s", err, doc)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		c.apply(&obj)
+	}
+}
+
+func (c *cluster) apply(obj *unstructured.Unstructured) {
+	c.t.Helper()
+	gvk := obj.GroupVersionKind()
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", gvk, obj.GetName(), err)
+	}
+	var r dynamic.ResourceInterface = c.dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		ns := obj.GetNamespace()
+		if ns == "" {
+			ns = agentNS
+		}
+		r = c.dyn.Resource(m.Resource).Namespace(ns)
+	}
+	raw, err := obj.MarshalJSON()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	force := true
+	if _, err := r.Patch(c.ctx, obj.GetName(), types.ApplyPatchType, raw, metav1.PatchOptions{FieldManager: "dranode-node-test", Force: &force}); err != nil {
+		c.t.Fatalf("applying %s %s: %v", gvk.Kind, obj.GetName(), err)
+	}
+}
+
+func helm(t *testing.T, args ...string) []byte {
+	t.Helper()
+	out, err := exec.Command("../../scripts/build-helm.sh").Output()
+	if err != nil {
+		t.Fatalf("scripts/build-helm.sh: %v", err)
+	}
+	home := t.TempDir()
+	cmd := exec.Command(strings.TrimSpace(string(out)), args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	rendered, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return rendered
+}
+
+// agentPod is the DaemonSet's pod on the node, nil if there is none.
+func (c *cluster) agentPod() *corev1.Pod {
+	pods, err := c.client.CoreV1().Pods(agentNS).List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp == nil && p.Spec.NodeName == c.node.Name() {
+			return p
+		}
+	}
+	return nil
+}
+
+// waitAgentReady waits for the DaemonSet's pod to be Ready and returns it.
+func (c *cluster) waitAgentReady() *corev1.Pod {
+	c.t.Helper()
+	var last string
+	p := c.eventually("the agent's pod Ready", func() (*corev1.Pod, bool) {
+		p := c.agentPod()
+		if p == nil {
+			last = "no pod"
+			return nil, false
+		}
+		last = fmt.Sprintf("%s phase %s %v", p.Name, p.Status.Phase, p.Status.ContainerStatuses)
+		return p, podReady(p)
+	}, func() string { return last })
+	return p
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// eventually polls check until it is done or the cluster's context ends.
+func eventually[T any](c *cluster, what string, check func() (T, bool), last func() string) T {
+	c.t.Helper()
+	for {
+		v, ok := check()
+		if ok {
+			return v
+		}
+		select {
+		case <-c.ctx.Done():
+			c.t.Fatalf("%s: not within the test's time (last: %s)", what, last())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (c *cluster) eventually(what string, check func() (*corev1.Pod, bool), last func() string) *corev1.Pod {
+	c.t.Helper()
+	return eventually(c, what, check, last)
+}
+
+// workloadPod is a pod from examples/deploy/samples (or one without a claim
+// when sample is empty) with the workload image in place of the sample's.
+func (c *cluster) workloadPod(name, sample string) *corev1.Pod {
+	c.t.Helper()
+	p := &corev1.Pod{}
+	if sample != "" {
+		raw, err := os.ReadFile(filepath.Join(samplesDir, sample))
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(raw, p); err != nil {
+			c.t.Fatalf("%s: %v", sample, err)
+		}
+	} else {
+		p.Namespace = "default"
+		p.Spec.Containers = []corev1.Container{{Name: "ctr"}}
+	}
+	p.Name = name
+	// The sample's image is not on this node (no registry is reachable):
+	// the workload image prints what the container was given instead.
+	for i := range p.Spec.Containers {
+		p.Spec.Containers[i].Image = testImages.workloadRef
+		p.Spec.Containers[i].ImagePullPolicy = corev1.PullNever
+		p.Spec.Containers[i].Command = nil
+		p.Spec.Containers[i].Args = nil
+	}
+	p.Spec.HostNetwork = true
+	p.Spec.AutomountServiceAccountToken = new(bool)
+	p.Spec.TerminationGracePeriodSeconds = new(int64)
+	return p
+}
+
+// applySample creates the objects of a sample file other than pods.
+func (c *cluster) applySample(sample string) {
+	c.t.Helper()
+	raw, err := os.ReadFile(filepath.Join(samplesDir, sample))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var obj unstructured.Unstructured
+	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+		c.t.Fatal(err)
+	}
+	c.apply(&obj)
+}
+
+func (c *cluster) createPod(p *corev1.Pod) {
+	c.t.Helper()
+	if _, err := c.client.CoreV1().Pods(p.Namespace).Create(c.ctx, p, metav1.CreateOptions{}); err != nil {
+		c.t.Fatalf("creating pod %s: %v", p.Name, err)
+	}
+}
+
+func (c *cluster) waitRunning(ns, name string) *corev1.Pod {
+	c.t.Helper()
+	var last string
+	return c.eventually("pod "+name+" Running", func() (*corev1.Pod, bool) {
+		p, err := c.client.CoreV1().Pods(ns).Get(c.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return nil, false
+		}
+		last = fmt.Sprintf("phase %s, conditions %v, containers %v", p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
+		return p, p.Status.Phase == corev1.PodRunning
+	}, func() string { return last })
+}
+
+// report is what the workload container printed, read through the API
+// server as kubectl logs reads it.
+func (c *cluster) report(ns, name string) workload.Report {
+	c.t.Helper()
+	var last error
+	return eventually(c, "the report of pod "+name, func() (workload.Report, bool) {
+		raw, err := c.client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(c.ctx)
+		if err != nil {
+			last = err
+			return workload.Report{}, false
+		}
+		r, err := workload.Parse(raw)
+		last = err
+		return r, err == nil
+	}, func() string { return fmt.Sprint(last) })
+}
+
+func (c *cluster) deletePod(ns, name string) {
+	c.t.Helper()
+	if err := c.client.CoreV1().Pods(ns).Delete(c.ctx, name, metav1.DeleteOptions{}); err != nil {
+		c.t.Fatalf("deleting pod %s: %v", name, err)
+	}
+}
+
+func (c *cluster) waitPodGone(ns, name string) {
+	c.t.Helper()
+	eventually(c, "pod "+name+" gone", func() (struct{}, bool) {
+		_, err := c.client.CoreV1().Pods(ns).Get(c.ctx, name, metav1.GetOptions{})
+		return struct{}{}, apierrors.IsNotFound(err)
+	}, func() string { return "still there" })
+}
+
+// claimOf is the ResourceClaim the resourceclaim controller made for the
+// pod's first claim.
+func (c *cluster) claimOf(p *corev1.Pod) *resourcev1.ResourceClaim {
+	c.t.Helper()
+	var last string
+	return eventually(c, "claim of pod "+p.Name, func() (*resourcev1.ResourceClaim, bool) {
+		p, err := c.client.CoreV1().Pods(p.Namespace).Get(c.ctx, p.Name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ResourceClaimStatuses) == 0 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+			last = fmt.Sprint(err)
+			return nil, false
+		}
+		claim, err := c.client.ResourceV1().ResourceClaims(p.Namespace).Get(c.ctx, *p.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return nil, false
+		}
+		return claim, true
+	}, func() string { return last })
+}
+
+// metrics reads the agent's /metrics on the node's loopback (the agent is
+// on the host network) as name{labels} -> value.
+func (c *cluster) metrics() (map[string]float64, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", c.httpPort))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	m := map[string]float64{}
+	s := bufio.NewScanner(resp.Body)
+	for s.Scan() {
+		line := s.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("/metrics line %q: %w", line, err)
+		}
+		m[line[:i]] = v
+	}
+	return m, s.Err()
+}
+
+// metric is one sample of the agent's metrics; a counter of a label set
+// that never counted is absent, which is 0.
+func (c *cluster) metric(name string) float64 {
+	c.t.Helper()
+	m, err := c.metrics()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return m[name]
+}
+
+// agentLog is the agent container's log as kubectl logs shows it.
+func (c *cluster) agentLog(p *corev1.Pod, previous bool) (string, error) {
+	raw, err := c.client.CoreV1().Pods(agentNS).GetLogs(p.Name, &corev1.PodLogOptions{Previous: previous}).DoRaw(c.ctx)
+	return string(raw), err
+}
+
+func (c *cluster) dumpAgentLog() {
+	p := c.agentPod()
+	if p == nil {
+		c.t.Log("no agent pod")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	raw, err := c.client.CoreV1().Pods(agentNS).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	c.t.Logf("agent pod %s log (%v):\n%s", p.Name, err, tailLines(string(raw), 60))
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cdiSpecs lists the CDI spec files in the node's CDI directory.
+func (c *cluster) cdiSpecs() []string {
+	c.t.Helper()
+	ents, err := os.ReadDir(c.node.CDIDir())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		c.t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		if !e.IsDir() && (strings.HasSuffix(e.Name(), ".json") || strings.HasSuffix(e.Name(), ".yaml")) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,97 @@
+package harness
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// HostState is what a node may change on the machine outside its own
+// directory: tests take it before Start and after Stop and compare.
+type HostState map[string][]string
+
+// SnapshotHost records mount points, network links, iptables chains and
+// rules, top-level cgroups, and the host-wide kubelet and containerd paths.
+func SnapshotHost() HostState {
+	s := HostState{}
+	if ms, err := readMountinfo(); err == nil {
+		for _, m := range ms {
+			s["mounts"] = append(s["mounts"], m.point)
+		}
+	}
+	if out, err := exec.Command("ip", "-o", "link", "show").Output(); err == nil {
+		for _, l := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(l); len(f) > 1 {
+				s["links"] = append(s["links"], strings.TrimSuffix(f[1], ":"))
+			}
+		}
+	}
+	for _, ipt := range []string{"iptables-save", "ip6tables-save"} {
+		if out, err := exec.Command(ipt).Output(); err == nil {
+			for _, l := range bytes.Split(out, []byte("\n")) {
+				if len(l) > 0 && (l[0] == ':' || l[0] == '-') {
+					s[ipt] = append(s[ipt], strings.Fields(string(l))[0]+" "+ruleText(l))
+				}
+			}
+		}
+	}
+	cg, _ := filepath.Glob("/sys/fs/cgroup/*/*/")
+	s["cgroups"] = cg
+	for _, d := range []string{"/var/lib/kubelet", devicePluginDir, containerLogsDir, shimSocketDir, "/usr/libexec/kubernetes", "/run/containerd/runc", "/var/lib/cni", "/etc/cni/net.d", "/run/netns"} {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			s["paths"] = append(s["paths"], d+" (absent)")
+			continue
+		}
+		for _, e := range ents {
+			s["paths"] = append(s["paths"], filepath.Join(d, e.Name()))
+		}
+	}
+	for k := range s {
+		slices.Sort(s[k])
+	}
+	return s
+}
+
+// ruleText drops iptables-save's packet counters, which change by themselves.
+func ruleText(l []byte) string {
+	t := string(l)
+	if i := strings.LastIndex(t, " ["); i >= 0 && t[0] == ':' {
+		t = t[:i]
+	}
+	return t
+}
+
+// Diff lists what differs between two snapshots, as "+x" (added) and "-x".
+func (s HostState) Diff(after HostState) []string {
+	var d []string
+	keys := map[string]bool{}
+	for k := range s {
+		keys[k] = true
+	}
+	for k := range after {
+		keys[k] = true
+	}
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range keys {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		for _, v := range after[k] {
+			if !slices.Contains(s[k], v) {
+				d = append(d, k+": +"+v)
+			}
+		}
+		for _, v := range s[k] {
+			if !slices.Contains(after[k], v) {
+				d = append(d, k+": -"+v)
+			}
+		}
+	}
+	return d
+}

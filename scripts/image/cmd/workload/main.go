@@ -1,0 +1,37 @@
+// Command workload is the program of the workload image: it prints what its
+// container was given — environment, device nodes under /dev, mounts — as
+// one line of JSON on standard output (package
+// github.com/dranode/dranode/scripts/image/workload parses it) and the same
+// in a human-readable form on standard error, then waits for SIGTERM or
+// SIGINT and exits 0.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/dranode/dranode/scripts/image/workload"
+)
+
+func main() {
+	// Subscribe before reporting, so a signal sent as soon as the report is
+	// seen is not lost.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+
+	r, err := workload.Collect(os.Environ(), "/dev", "/proc/self/mountinfo")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "workload:", err)
+		os.Exit(1)
+	}
+	line, err := r.Marshal()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "workload:", err)
+		os.Exit(1)
+	}
+	os.Stdout.Write(append(line, '\n'))
+	r.WriteText(os.Stderr)
+	<-sig
+}

@@ -1,0 +1,298 @@
+package images_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/dranode/dranode/scripts/image/images"
+)
+
+// TestBuildReproducible builds every image a second time, in another
+// directory and with the binaries built afresh, and wants the same bytes in
+// every file of every layout.
+func TestBuildReproducible(t *testing.T) {
+	first := built(t)
+	out := t.TempDir()
+	second, err := images.Build(context.Background(), images.Options{Root: repoRoot(t), Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range images.Names() {
+		a, b := first[n], second[n]
+		if a.Digest != b.Digest {
+			t.Errorf("%s: digest %s, then %s", n, a.Digest, b.Digest)
+		}
+		fa, fb := layoutFiles(t, a.Dir), layoutFiles(t, b.Dir)
+		if len(fa) < 5 { // oci-layout, index.json, manifest, config, a layer
+			t.Fatalf("%s: only %d files in %s", n, len(fa), a.Dir)
+		}
+		if !reflect.DeepEqual(keys(fa), keys(fb)) {
+			t.Errorf("%s: files %v, then %v", n, keys(fa), keys(fb))
+			continue
+		}
+		for f, data := range fa {
+			if !bytes.Equal(data, fb[f]) {
+				t.Errorf("%s: %s differs between builds", n, f)
+			}
+		}
+	}
+}
+
+func layoutFiles(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		files[rel] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func keys(m map[string][]byte) []string {
+	var k []string
+	for s := range m {
+		k = append(k, s)
+	}
+	slices.Sort(k)
+	return k
+}
+
+// TestImageContents checks each image's name, platform, entrypoint and
+// files: paths, modes and owners as the chart and the node expect.
+func TestImageContents(t *testing.T) {
+	layouts := built(t)
+	tests := []struct {
+		image      string
+		entrypoint []string
+		files      map[string]int64 // path in the layers -> mode
+	}{
+		{images.Agent, []string{"/usr/local/bin/dranode-agent"}, map[string]int64{
+			"usr/local/bin/dranode-agent":    0o755,
+			"usr/local/bin/dranodectl":       0o755,
+			"opt/dranode/plugins/gpu-plugin": 0o755,
+			"tmp/":                           0o1777,
+		}},
+		{images.Pause, []string{"/pause"}, map[string]int64{"pause": 0o755}},
+		{images.Workload, []string{"/usr/local/bin/workload"}, map[string]int64{"usr/local/bin/workload": 0o755}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.image, func(t *testing.T) {
+			l := layouts[tc.image]
+			wantRef := "localhost/dranode/" + tc.image + ":v0.1.0"
+			if l.Ref != wantRef {
+				t.Errorf("ref %q, want %q", l.Ref, wantRef)
+			}
+			// The name must already be in the form containerd and the CRI
+			// normalise to, or the kubelet would not find the import.
+			if r, err := name.ParseReference(l.Ref, name.StrictValidation); err != nil || r.Name() != l.Ref {
+				t.Errorf("ref %q is not normalised (%v, %v)", l.Ref, r, err)
+			}
+			if want := "linux/" + runtime.GOARCH; l.Platform != want {
+				t.Errorf("platform %s, want %s", l.Platform, want)
+			}
+			img, desc, err := images.Image(l.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := desc.Annotations[images.AnnotationRefName]; got != "v0.1.0" {
+				t.Errorf("%s = %q, want the tag", images.AnnotationRefName, got)
+			}
+			if desc.Platform == nil || desc.Platform.OS != "linux" || desc.Platform.Architecture != runtime.GOARCH {
+				t.Errorf("index.json platform %+v", desc.Platform)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(cf.Config.Entrypoint, tc.entrypoint) {
+				t.Errorf("entrypoint %q, want %q", cf.Config.Entrypoint, tc.entrypoint)
+			}
+			if cf.Created.Unix() != 0 {
+				t.Errorf("created %v, want the Unix epoch", cf.Created)
+			}
+			layers, err := img.Layers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]int64{}
+			for _, layer := range layers {
+				rc, err := layer.Uncompressed()
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr := tar.NewReader(rc)
+				for {
+					hdr, err := tr.Next()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if hdr.Uid != 0 || hdr.Gid != 0 || hdr.ModTime.Unix() != 0 {
+						t.Errorf("%s: uid %d gid %d mtime %v, want 0 0 epoch", hdr.Name, hdr.Uid, hdr.Gid, hdr.ModTime)
+					}
+					seen[hdr.Name] = hdr.Mode
+					if hdr.Typeflag == tar.TypeReg && !isStaticLinuxELF(t, tr) {
+						t.Errorf("%s is not a static Linux ELF executable", hdr.Name)
+					}
+				}
+				rc.Close()
+			}
+			for p, mode := range tc.files {
+				got, ok := seen[p]
+				if !ok {
+					t.Errorf("%s missing (have %v)", p, seen)
+				} else if got != mode {
+					t.Errorf("%s: mode %o, want %o", p, got, mode)
+				}
+			}
+		})
+	}
+}
+
+// isStaticLinuxELF: an executable with no program interpreter (PT_INTERP),
+// so it runs in an image with no libc.
+func isStaticLinuxELF(t *testing.T, r io.Reader) bool {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		return false
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	return f.Type == elf.ET_EXEC
+}
+
+// TestPluginDigests: the digest the chart needs is the SHA-256 of the
+// plugin binary as a user builds it from examples/gpu with the same flags,
+// outside the image.
+func TestPluginDigests(t *testing.T) {
+	l := built(t)[images.Agent]
+	plugins, err := images.PluginDigests(l.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "gpu-plugin")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", bin, "./gpu")
+	cmd.Dir = filepath.Join(repoRoot(t), "examples")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH, "GOWORK=off", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	want := []images.Plugin{{Name: "gpu", Path: "/opt/dranode/plugins/gpu-plugin", SHA256: hex.EncodeToString(sum[:])}}
+	if !reflect.DeepEqual(plugins, want) {
+		t.Fatalf("PluginDigests = %+v, want %+v", plugins, want)
+	}
+	var b strings.Builder
+	if err := images.WriteChartValues(&b, l.Ref, plugins); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "sha256: \""+want[0].SHA256+"\"") || !strings.Contains(b.String(), "  - name: gpu\n") {
+		t.Errorf("chart values:\n%s", b.String())
+	}
+
+	// The pause image holds no plugins.
+	none, err := images.PluginDigests(built(t)[images.Pause].Dir)
+	if err != nil || len(none) != 0 {
+		t.Errorf("pause: %v, %v; want no plugins", none, err)
+	}
+}
+
+func TestBuildRefusesBadInput(t *testing.T) {
+	root := repoRoot(t)
+	tests := []struct {
+		name string
+		o    images.Options
+		want string
+	}{
+		{"unknown image", images.Options{Root: root, Images: []string{"nginx"}}, `unknown image "nginx"`},
+		{"bad tag", images.Options{Root: root, Tag: "v1:2", Images: []string{images.Pause}}, "v1:2"},
+		{"no root", images.Options{}, "Root is empty"},
+		{"negative epoch", images.Options{Root: root, SourceDateEpoch: -1}, "before the Unix epoch"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Out = t.TempDir()
+			_, err := images.Build(context.Background(), tc.o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Build: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := images.Build(context.Background(), images.Options{Root: root, Out: t.TempDir(), Images: []string{"x"}}); !errors.Is(err, images.ErrUnknownImage) {
+		t.Errorf("unknown image: %v is not ErrUnknownImage", err)
+	}
+}
+
+func TestSourceDateEpoch(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want int64
+		ok   bool
+	}{{"", 0, true}, {"1700000000", 1700000000, true}, {"-5", 0, false}, {"yesterday", 0, false}} {
+		t.Setenv("SOURCE_DATE_EPOCH", tc.env)
+		got, err := images.SourceDateEpochFromEnv()
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("SOURCE_DATE_EPOCH=%q: %d, %v", tc.env, got, err)
+		}
+	}
+}
+
+// TestSourceDateEpochDates: a set epoch dates the config and every entry,
+// and changes the digest.
+func TestSourceDateEpochDates(t *testing.T) {
+	const epoch = 1700000000
+	l, err := images.Build(context.Background(), images.Options{Root: repoRoot(t), Out: t.TempDir(), Images: []string{images.Pause}, SourceDateEpoch: epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _, err := images.Image(l[images.Pause].Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, _ := img.ConfigFile()
+	if cf.Created.Unix() != epoch || len(cf.History) != 1 || cf.History[0].Created.Unix() != epoch {
+		t.Errorf("config created %v, history %+v; want %d", cf.Created, cf.History, epoch)
+	}
+	if l[images.Pause].Digest == built(t)[images.Pause].Digest {
+		t.Error("the digest did not change with the date")
+	}
+}

@@ -1,0 +1,56 @@
+package images_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/dranode/dranode/scripts/image/images"
+)
+
+// repoRoot is the repository this module is in.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "versions.yaml")); err != nil {
+		t.Fatalf("repository root: %v", err)
+	}
+	return root
+}
+
+var (
+	sharedOnce    sync.Once
+	sharedLayouts map[string]images.Layout
+	sharedErr     error
+	sharedDir     string
+)
+
+// built returns every image built once for the package's tests, into a
+// directory removed by TestMain.
+func built(t testing.TB) map[string]images.Layout {
+	t.Helper()
+	sharedOnce.Do(func() {
+		sharedDir, sharedErr = os.MkdirTemp("", "images-test-")
+		if sharedErr != nil {
+			return
+		}
+		sharedLayouts, sharedErr = images.Build(context.Background(), images.Options{Root: repoRoot(t), Out: sharedDir})
+	})
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return sharedLayouts
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedDir != "" {
+		os.RemoveAll(sharedDir)
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,290 @@
+package images
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// ErrNotSingleImage is wrapped when a layout does not hold exactly one image
+// manifest, the form [Build] writes.
+var ErrNotSingleImage = errors.New("layout does not hold exactly one image")
+
+// Image returns the one image of the OCI image layout dir and its
+// descriptor in index.json.
+func Image(dir string) (v1.Image, v1.Descriptor, error) {
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, v1.Descriptor{}, fmt.Errorf("%s: %w", dir, err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, v1.Descriptor{}, fmt.Errorf("%s: index.json: %w", dir, err)
+	}
+	if len(m.Manifests) != 1 || !m.Manifests[0].MediaType.IsImage() {
+		return nil, v1.Descriptor{}, fmt.Errorf("%s: %w (%d manifests)", dir, ErrNotSingleImage, len(m.Manifests))
+	}
+	desc := m.Manifests[0]
+	img, err := idx.Image(desc.Digest)
+	if err != nil {
+		return nil, v1.Descriptor{}, fmt.Errorf("%s: %w", dir, err)
+	}
+	return img, desc, nil
+}
+
+// ReadLayout describes the image of the OCI image layout dir. Name is the
+// last path element of the repository in its reference.
+func ReadLayout(dir string) (Layout, error) {
+	img, desc, err := Image(dir)
+	if err != nil {
+		return Layout{}, err
+	}
+	l := Layout{Dir: dir, Ref: desc.Annotations[AnnotationImageName], Digest: desc.Digest.String(), Size: desc.Size}
+	if l.Ref != "" {
+		if t, err := name.NewTag(l.Ref); err == nil {
+			l.Name = path.Base(t.RepositoryStr())
+		}
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return Layout{}, fmt.Errorf("%s: %w", dir, err)
+	}
+	l.Size += m.Config.Size
+	for _, ld := range m.Layers {
+		l.Size += ld.Size
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return Layout{}, fmt.Errorf("%s: %w", dir, err)
+	}
+	l.Platform = cf.OS + "/" + cf.Architecture
+	return l, nil
+}
+
+// Archive writes the OCI image layout dir as a tar stream (an "OCI
+// archive": oci-layout, index.json and blobs/ at the top), the form "ctr
+// images import" and "docker load" read. Entries are sorted and dated the
+// Unix epoch, so the same layout gives the same bytes.
+func Archive(dir string, w io.Writer) error {
+	if _, _, err := Image(dir); err != nil {
+		return err
+	}
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dir {
+			return nil
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file or directory", p)
+		}
+		files = append(files, p)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The metadata first: a reader streaming the tar learns the format
+	// before the blobs.
+	rank := func(rel string) int {
+		switch rel {
+		case "oci-layout":
+			return 0
+		case "index.json":
+			return 1
+		}
+		return 2
+	}
+	rels := make([]string, len(files))
+	for i, f := range files {
+		rel, _ := filepath.Rel(dir, f)
+		rels[i] = filepath.ToSlash(rel)
+	}
+	sort.Slice(rels, func(i, j int) bool {
+		if a, b := rank(rels[i]), rank(rels[j]); a != b {
+			return a < b
+		}
+		return rels[i] < rels[j]
+	})
+	tw := tar.NewWriter(w)
+	for _, rel := range rels {
+		full := filepath.Join(dir, filepath.FromSlash(rel))
+		fi, err := os.Stat(full)
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Name: rel, Mode: 0o644, ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg, Size: fi.Size(), Format: tar.FormatPAX}
+		if fi.IsDir() {
+			hdr.Name, hdr.Mode, hdr.Typeflag, hdr.Size = rel+"/", 0o755, tar.TypeDir, 0
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			continue
+		}
+		f, err := os.Open(full)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(tw, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", full, err)
+		}
+	}
+	return tw.Close()
+}
+
+// ArchiveFile writes [Archive] of dir to file, replacing it only when the
+// whole archive is written.
+func ArchiveFile(dir, file string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+"-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := Archive(dir, tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), file)
+}
+
+// Push copies the image of the OCI image layout dir to the registry
+// reference ref (e.g. registry.example.com/dranode/dranode-agent:v0.1.0) and
+// returns its digest, which does not change on the way. Credentials come
+// from the default keychain (the Docker config file: $DOCKER_CONFIG, else
+// ~/.docker/config.json, and its credential helpers), as "docker login"
+// or "crane auth login" leave them; opts come after those and override
+// them. Registries on loopback and private addresses are spoken to over
+// plain HTTP (the go-containerregistry rule).
+func Push(ctx context.Context, dir, ref string, opts ...remote.Option) (string, error) {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return "", fmt.Errorf("push: reference %q: %w", ref, err)
+	}
+	img, desc, err := Image(dir)
+	if err != nil {
+		return "", err
+	}
+	all := append([]remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts...)
+	if err := remote.Write(r, img, all...); err != nil {
+		return "", fmt.Errorf("push %s: %w", r, err)
+	}
+	return desc.Digest.String(), nil
+}
+
+// Plugin is one driver plugin binary inside an image.
+type Plugin struct {
+	// Name is the file name without a "-plugin" suffix: the name the Helm
+	// chart's drivers[] entry for it has ("gpu" for gpu-plugin).
+	Name string
+	// Path is the absolute path in the image.
+	Path string
+	// SHA256 is the hex SHA-256 of the binary, the value of the agent's
+	// plugins.drivers[].sha256 and the chart's drivers[].sha256.
+	SHA256 string
+}
+
+// PluginDigests returns the driver plugins under [PluginDir] in the image of
+// the OCI image layout dir, sorted by path, read from its layers as a
+// container would see them (a later layer's file replaces an earlier one's).
+func PluginDigests(dir string) ([]Plugin, error) {
+	img, _, err := Image(dir)
+	if err != nil {
+		return nil, err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, err
+	}
+	prefix := strings.TrimPrefix(PluginDir, "/") + "/"
+	found := map[string]Plugin{}
+	for i, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return nil, fmt.Errorf("%s: layer %d: %w", dir, i, err)
+		}
+		err = func() error {
+			defer rc.Close()
+			tr := tar.NewReader(rc)
+			for {
+				hdr, err := tr.Next()
+				if err == io.EOF {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				p := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
+				dirPart, base := path.Split(p)
+				if dirPart != prefix {
+					continue
+				}
+				if strings.HasPrefix(base, ".wh.") {
+					delete(found, strings.TrimPrefix(base, ".wh."))
+					continue
+				}
+				if hdr.Typeflag != tar.TypeReg {
+					continue
+				}
+				h := sha256.New()
+				if _, err := io.Copy(h, tr); err != nil {
+					return err
+				}
+				found[base] = Plugin{Name: strings.TrimSuffix(base, "-plugin"), Path: "/" + p, SHA256: hex.EncodeToString(h.Sum(nil))}
+			}
+		}()
+		if err != nil {
+			return nil, fmt.Errorf("%s: layer %d: %w", dir, i, err)
+		}
+	}
+	plugins := make([]Plugin, 0, len(found))
+	for _, p := range found {
+		plugins = append(plugins, p)
+	}
+	sort.Slice(plugins, func(i, j int) bool { return plugins[i].Path < plugins[j].Path })
+	return plugins, nil
+}
+
+// WriteChartValues writes plugins in the Helm chart's values form, the
+// drivers list of examples/deploy/chart/dranode/values.yaml with name, path
+// and sha256 of each.
+func WriteChartValues(w io.Writer, ref string, plugins []Plugin) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# SHA-256 of the driver plugins in %s, for the chart's drivers[]\n", ref)
+	b.WriteString("# (Helm replaces a list as a whole: copy each sha256 into your drivers entry)\n")
+	b.WriteString("drivers:\n")
+	for _, p := range plugins {
+		fmt.Fprintf(&b, "  - name: %s\n    path: %s\n    sha256: %q\n", p.Name, p.Path, p.SHA256)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,158 @@
+// Package containerdtest runs a real containerd for tests: the binaries
+// scripts/build-node.sh builds and caches, with root, state, socket and
+// configuration in the test's temporary directory, stopped when the test
+// ends. Only what image import and a plain "ctr run" need is enabled (no
+// CRI, no NRI, no tracing).
+package containerdtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Containerd is a running containerd.
+type Containerd struct {
+	// Socket is the gRPC address ("ctr -a").
+	Socket string
+	// Env is node.env from the node build: CONTAINERD, CTR, RUNC, ...
+	Env map[string]string
+	dir string
+	log *bytes.Buffer
+}
+
+// NodeEnv runs root/scripts/build-node.sh (which returns at once when its
+// cache is complete) and reads the node.env it points to.
+func NodeEnv(t testing.TB, root string) map[string]string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(root, "scripts", "build-node.sh"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/build-node.sh: %v\n%s", err, stderr.String())
+	}
+	dir := strings.TrimSpace(string(out))
+	b, err := os.ReadFile(filepath.Join(dir, "node.env"))
+	if err != nil {
+		t.Fatalf("node build: %v", err)
+	}
+	env := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			env[k] = v
+		}
+	}
+	for _, k := range []string{"CONTAINERD", "CTR", "CONTAINERD_SHIM_RUNC_V2"} {
+		if env[k] == "" {
+			t.Fatalf("%s/node.env has no %s", dir, k)
+		}
+	}
+	return env
+}
+
+// Start starts containerd and waits until it answers; it is stopped (and
+// its log printed if the test failed) when the test ends.
+func Start(t testing.TB, root string) *Containerd {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("containerd needs root")
+	}
+	c := &Containerd{Env: NodeEnv(t, root), dir: t.TempDir(), log: &bytes.Buffer{}}
+	c.Socket = filepath.Join(c.dir, "containerd.sock")
+	config := fmt.Sprintf(`version = 3
+root = %q
+state = %q
+disabled_plugins = [
+  "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images",
+  "io.containerd.podsandbox.controller.v1.podsandbox",
+  "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.blockfile",
+  "io.containerd.snapshotter.v1.erofs", "io.containerd.nri.v1.nri",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing",
+]
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+`, filepath.Join(c.dir, "root"), filepath.Join(c.dir, "state"), c.Socket, c.Socket+".ttrpc")
+	cfgFile := filepath.Join(c.dir, "config.toml")
+	if err := os.WriteFile(cfgFile, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(c.Env["CONTAINERD"], "--config", cfgFile)
+	cmd.Stdout, cmd.Stderr = c.log, c.log
+	cmd.Env = c.environ()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("containerd log:\n%s", c.log.String())
+		}
+	})
+	// Ready when ctr gets an answer; a containerd that exits early fails
+	// the test with its log.
+	for {
+		if _, err := c.ctrOut(context.Background(), "version"); err == nil {
+			return c
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("containerd exited: %v\n%s", err, c.log.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// environ puts the runc shim on PATH, where containerd looks for it.
+func (c *Containerd) environ() []string {
+	return append(os.Environ(), "PATH="+filepath.Dir(c.Env["CONTAINERD_SHIM_RUNC_V2"])+":"+os.Getenv("PATH"))
+}
+
+// Ctr runs ctr against this containerd with args and returns its output;
+// it fails the test on error.
+func (c *Containerd) Ctr(t testing.TB, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := c.ctrOut(ctx, args...)
+	if err != nil {
+		t.Fatalf("ctr %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (c *Containerd) ctrOut(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.Env["CTR"], append([]string{"-a", c.Socket}, args...)...)
+	cmd.Env = c.environ()
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}

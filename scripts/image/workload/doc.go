@@ -1,0 +1,13 @@
+// Package workload is the report the workload image's program prints: what a
+// container was given — its environment, the device nodes under /dev and its
+// mounts — as one JSON document on one line of standard output.
+//
+// A test harness reads a pod's container log (what "kubectl logs" shows) and
+// calls [Parse] on it; the log may hold other lines (the program writes a
+// human-readable form of the same report to standard error), [Parse] finds
+// the report among them. [Collect] is what the program runs inside the
+// container.
+//
+// The package uses the standard library only, so a harness that imports it
+// pulls in nothing else.
+package workload
