@@ -246,6 +246,16 @@ func TestClaimWithTwoDrivers(t *testing.T) {
 		if len(paths) != 2 || len(spec.Linux.Devices) != 2 {
 			t.Errorf("pod %s: the claim's two devices are injected as %v, want two distinct paths", p.Name, spec.Linux.Devices)
 		}
+		// ...and each device's variable is there, under its own name.
+		envNames := map[string]bool{}
+		for _, e := range spec.Process.Env {
+			if name, _, _ := strings.Cut(e, "="); strings.HasPrefix(name, "GPU_DEVICE_") {
+				envNames[name] = true
+			}
+		}
+		if len(envNames) != 2 {
+			t.Errorf("pod %s: the claim's two devices set %v, want two distinct GPU_DEVICE_ variables", p.Name, spec.Process.Env)
+		}
 		// Each driver's ID alone injects that driver's device.
 		for _, r := range n.allocatedDevices(p) {
 			var mine []string
