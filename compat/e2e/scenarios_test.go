@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -277,6 +278,21 @@ func TestClaimWithTwoDrivers(t *testing.T) {
 		}
 	}
 	n.UnprepareAll(pods, ids)
+
+	// One log format: each plugin's own line (gpu-plugin's "configured",
+	// hclog JSON on its stderr) is in the agent process's output once, as
+	// klog text naming the plugin and its level; no JSON line is.
+	log := n.agent.Log()
+	for _, d := range []string{gpuDriver, "gpu2.example.com"} {
+		re := regexp.MustCompile(`(?m)^I\d{4} [^\n]*\] "configured" [^\n]*plugin="` + regexp.QuoteMeta(strings.ReplaceAll(d, ".", "-")) +
+			`" level="info" [^\n]*driver="` + regexp.QuoteMeta(d) + `"`)
+		if got := len(re.FindAllString(log, -1)); got != 1 {
+			t.Errorf("plugin of %s: its \"configured\" line is in the agent's log %d times as klog text, want once:\n%s", d, got, n.agent.LogTail(40))
+		}
+	}
+	if regexp.MustCompile(`(?m)^\{`).MatchString(log) || strings.Contains(log, `"@level"`) {
+		t.Errorf("JSON lines in the agent's log:\n%s", log)
+	}
 }
 
 // A plugin whose binary does not match its configured SHA-256 is refused
