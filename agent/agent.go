@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -72,6 +73,7 @@ type Agent struct {
 	standalone bool
 	plugins    *pluginmgr.Manager
 	metrics    *metrics
+	sweeper    *sweeper // nil when cleanup.interval is 0
 
 	mu       sync.Mutex
 	drivers  map[string]*driver // by DRA driver name
@@ -237,6 +239,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	if err := a.startSweeper(ctx); err != nil {
+		return err
+	}
 	a.log.Info("Agent started", "drivers", a.Drivers(), "refusedPlugins", len(a.Refused()), "standalone", a.standalone, "http", a.httpAddr)
 	return nil
 }
@@ -300,6 +305,11 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 		return &ConfigError{Key: "plugins.drivers", Reason: fmt.Sprintf("plugins %q and %q both serve driver %q", other.plugin.Name(), p.Name(), info.DriverName)}
 	}
 	d := &driver{name: info.DriverName, plugin: p, healthy: newHealthFeed(), health: info.Health}
+	taint, err := inventory.HealthTaint(d.name, resourceapi.DeviceTaintEffect(a.cfg.Slices.UnhealthyTaintEffect))
+	if err != nil {
+		return fmt.Errorf("driver %s: %w", d.name, err)
+	}
+	d.taints.taint = taint
 	if !a.standalone {
 		pub, err := sliceclient.New(sliceclient.Options{
 			Client: a.client.slices, DriverName: d.name, NodeName: a.cfg.NodeName,
@@ -319,8 +329,11 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 	a.drivers[d.name] = d
 	a.byPlugin[p.Name()] = d
 	if h, ok := a.health[p.Name()]; ok {
+		a.healthLocked(d, h)
 		d.healthy.set(h)
 		delete(a.health, p.Name()) // later reports go to the driver directly
+	} else if d.health {
+		a.awaitFirstHealthLocked(d)
 	}
 	inv, ok := a.pending[p.Name()]
 	if ok {
@@ -329,7 +342,7 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 		inv, _ = p.Inventory()
 	}
 	if len(inv.Pools) > 0 {
-		a.publishLocked(d, inv)
+		a.inventoryLocked(d, inv)
 	}
 	return nil
 }
@@ -359,10 +372,14 @@ func (a *Agent) onInventory(plugin string, inv inventory.Inventory) {
 		a.pending[plugin] = inv // the driver is registered after Launch returns
 		return
 	}
-	a.publishLocked(d, inv)
+	a.inventoryLocked(d, inv)
 }
 
-func (a *Agent) publishLocked(d *driver, inv inventory.Inventory) {
+// publishLocked publishes the plugin's latest inventory with its unhealthy
+// devices tainted. The publisher writes only what differs from the stored
+// slices, so a call that changes nothing writes nothing.
+func (a *Agent) publishLocked(d *driver) {
+	inv := d.taints.published()
 	if d.publisher != nil {
 		if err := d.publisher.Update(inv); err != nil {
 			a.log.Error(err, "Inventory rejected", "driver", d.name)
@@ -384,7 +401,9 @@ func (a *Agent) publishLocked(d *driver, inv inventory.Inventory) {
 func (a *Agent) onHealth(plugin string, h []pluginmgr.DeviceHealth) {
 	a.mu.Lock()
 	d, ok := a.byPlugin[plugin]
-	if !ok {
+	if ok {
+		a.healthLocked(d, h)
+	} else {
 		a.health[plugin] = h
 	}
 	a.mu.Unlock()
@@ -476,6 +495,7 @@ func (a *Agent) stop() error {
 			d.publisher.Stop()
 		}
 	}
+	a.sweeper.stop()
 	if a.plugins != nil {
 		errs = append(errs, a.plugins.Close())
 	}

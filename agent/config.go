@@ -20,9 +20,12 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dranode/dranode/inventory"
 )
 
 // claimRecordDir is the claim record's directory in stateDir.
@@ -78,6 +81,7 @@ type Config struct {
 	Slices     SlicesConfig  `mapstructure:"slices" json:"slices"`
 	Claims     ClaimsConfig  `mapstructure:"claims" json:"claims"`
 	HTTP       HTTPConfig    `mapstructure:"http" json:"http"`
+	Cleanup    CleanupConfig `mapstructure:"cleanup" json:"cleanup"`
 	// ShutdownTimeout bounds the wait for calls in flight on SIGTERM.
 	ShutdownTimeout time.Duration `mapstructure:"shutdownTimeout" json:"shutdownTimeout"`
 	// MemoryLimit is the Go runtime's soft memory limit for the agent
@@ -95,9 +99,10 @@ type KubeletConfig struct {
 	PluginsDir string `mapstructure:"pluginsDir" json:"pluginsDir"`
 	// DRAManagerState is the kubelet's own checkpoint of the claims it
 	// prepared ("dra_manager_state" in its root directory). The agent
-	// only reads it, and only when its claim record was damaged: a claim
-	// whose last state the damage hid is kept while the kubelet lists it.
-	// A missing file is read as "the kubelet lists nothing".
+	// only reads it: to reconcile a damaged record (a claim whose last
+	// state the damage hid is kept while the kubelet lists it; a missing
+	// file is read as "the kubelet lists nothing"), and to find leftover
+	// claims (see CleanupConfig; a missing file stops the sweep).
 	DRAManagerState string `mapstructure:"draManagerState" json:"draManagerState"`
 }
 
@@ -134,6 +139,13 @@ type SlicesConfig struct {
 	// DryRunDir receives the slices as YAML in standalone mode; default
 	// StateDir/slices.
 	DryRunDir string `mapstructure:"dryRunDir" json:"dryRunDir"`
+	// UnhealthyTaintEffect is the effect of the taint a device the plugin
+	// reports unhealthy gets in the published slices (key
+	// "<driver>/unhealthy", inventory.HealthTaintKey): NoSchedule (default:
+	// no new allocations), NoExecute (also evicts the pods using it, where
+	// the cluster runs the device taint eviction controller) or None (only
+	// shows it).
+	UnhealthyTaintEffect string `mapstructure:"unhealthyTaintEffect" json:"unhealthyTaintEffect"`
 }
 
 // ClaimsConfig is where ResourceClaims are read from.
@@ -148,6 +160,22 @@ type ClaimsConfig struct {
 	// one GET per claim and driver call.
 	QPS   float32 `mapstructure:"qps" json:"qps"`
 	Burst int     `mapstructure:"burst" json:"burst"`
+}
+
+// CleanupConfig tunes the sweep of leftover claims: recorded claims that
+// the kubelet's DRA checkpoint (kubelet.draManagerState) does not list and
+// whose ResourceClaim is deleted, recreated under another UID or reserved
+// for no pod. They are unprepared through their plugins and removed once
+// they have been leftovers for GracePeriod. A claim the kubelet lists is
+// never touched; when its checkpoint cannot be read, nothing is.
+type CleanupConfig struct {
+	// Interval between sweeps (the first runs at start); "0s" disables
+	// the sweep.
+	Interval time.Duration `mapstructure:"interval" json:"interval"`
+	// GracePeriod an entry must have been a leftover, in every sweep
+	// since it was first seen as one, before it is cleaned. It is
+	// counted in memory: a restart starts it afresh.
+	GracePeriod time.Duration `mapstructure:"gracePeriod" json:"gracePeriod"`
 }
 
 // HTTPConfig is the operations endpoint: /metrics, /healthz, /readyz.
@@ -175,9 +203,10 @@ func DefaultConfig() Config {
 			DRAManagerState: "/var/lib/kubelet/dra_manager_state",
 		},
 		CDI:             CDIConfig{Dir: "/var/run/cdi"},
-		Slices:          SlicesConfig{SyncDelay: 100 * time.Millisecond},
+		Slices:          SlicesConfig{SyncDelay: 100 * time.Millisecond, UnhealthyTaintEffect: string(resourceapi.DeviceTaintEffectNoSchedule)},
 		Claims:          ClaimsConfig{QPS: 50, Burst: 100},
 		HTTP:            HTTPConfig{Address: ":8085"},
+		Cleanup:         CleanupConfig{Interval: time.Minute, GracePeriod: 10 * time.Minute},
 		ShutdownTimeout: 30 * time.Second,
 		MemoryLimit:     DefaultMemoryLimit,
 	}
@@ -195,11 +224,14 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"cdi-dir", "cdi.dir", "CDI spec directory of the container runtime"},
 	{"slices-sync-delay", "slices.syncDelay", "coalescing delay for ResourceSlice writes"},
 	{"slices-dry-run-dir", "slices.dryRunDir", "standalone mode: where ResourceSlices are written"},
+	{"slices-unhealthy-taint-effect", "slices.unhealthyTaintEffect", "effect of the taint on devices the plugin reports unhealthy: NoSchedule, NoExecute or None"},
 	{"claims-dir", "claims.dir", "standalone mode: directory of ResourceClaim YAML files"},
 	{"claims-qps", "claims.qps", "API client QPS for claim lookups"},
 	{"claims-burst", "claims.burst", "API client burst for claim lookups"},
 	{"http-address", "http.address", "address of /metrics, /healthz, /readyz; empty disables"},
 	{"http-pprof", "http.pprof", "also serve /debug/pprof/ on http.address (true/false)"},
+	{"cleanup-interval", "cleanup.interval", "interval between sweeps for leftover claims; 0s disables"},
+	{"cleanup-grace-period", "cleanup.gracePeriod", "how long a claim must be a leftover before it is unprepared and removed"},
 	{"shutdown-timeout", "shutdownTimeout", "wait for calls in flight on SIGTERM"},
 	{"memory-limit", "memoryLimit", "Go soft memory limit of the agent process (\"40Mi\"); 0 keeps GOMEMLIMIT"},
 }
@@ -325,11 +357,14 @@ func setDefaults(v *viper.Viper, def Config) {
 	v.SetDefault("plugins.drivers", []any{})
 	v.SetDefault("slices.syncDelay", def.Slices.SyncDelay.String())
 	v.SetDefault("slices.dryRunDir", "")
+	v.SetDefault("slices.unhealthyTaintEffect", def.Slices.UnhealthyTaintEffect)
 	v.SetDefault("claims.dir", "")
 	v.SetDefault("claims.qps", def.Claims.QPS)
 	v.SetDefault("claims.burst", def.Claims.Burst)
 	v.SetDefault("http.address", def.HTTP.Address)
 	v.SetDefault("http.pprof", def.HTTP.Pprof)
+	v.SetDefault("cleanup.interval", def.Cleanup.Interval.String())
+	v.SetDefault("cleanup.gracePeriod", def.Cleanup.GracePeriod.String())
 	v.SetDefault("shutdownTimeout", def.ShutdownTimeout.String())
 	v.SetDefault("memoryLimit", def.MemoryLimit)
 }
@@ -603,6 +638,15 @@ func (c Config) Validate() error {
 	if c.Slices.SyncDelay < 0 {
 		return bad("slices.syncDelay", "must not be negative, got %s", c.Slices.SyncDelay)
 	}
+	if err := inventory.ValidateTaintEffect(resourceapi.DeviceTaintEffect(c.Slices.UnhealthyTaintEffect)); err != nil {
+		return bad("slices.unhealthyTaintEffect", "%q: must be NoSchedule, NoExecute or None (as written: the API's effects are case-sensitive)", c.Slices.UnhealthyTaintEffect)
+	}
+	if c.Cleanup.Interval < 0 {
+		return bad("cleanup.interval", "must not be negative (\"0s\" disables the sweep), got %s", c.Cleanup.Interval)
+	}
+	if c.Cleanup.GracePeriod <= 0 {
+		return bad("cleanup.gracePeriod", "must be positive, got %s", c.Cleanup.GracePeriod)
+	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("shutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
@@ -855,6 +899,10 @@ func (c Config) YAML() ([]byte, error) {
 	m["shutdownTimeout"] = c.ShutdownTimeout.String()
 	if s, ok := m["slices"].(map[string]any); ok {
 		s["syncDelay"] = c.Slices.SyncDelay.String()
+	}
+	if s, ok := m["cleanup"].(map[string]any); ok {
+		s["interval"] = c.Cleanup.Interval.String()
+		s["gracePeriod"] = c.Cleanup.GracePeriod.String()
 	}
 	return yaml.Marshal(m)
 }

@@ -127,6 +127,9 @@ plugins:
 		{name: "memory limit too low", file: drivers, args: []string{"--memory-limit", "40Ki"}, wantKey: "memoryLimit"},
 		{name: "memory limit negative", file: drivers, env: []string{"DRANODE_MEMORYLIMIT=-40Mi"}, wantKey: "memoryLimit"},
 		{name: "pprof not a bool", file: "http:\n  pprof: sometimes\n" + drivers, wantKey: "pprof"},
+		{name: "taint effect not the API's", file: "slices:\n  unhealthyTaintEffect: PreferNoSchedule\n" + drivers, wantKey: "slices.unhealthyTaintEffect"},
+		{name: "taint effect in the wrong case", file: drivers, env: []string{"DRANODE_SLICES_UNHEALTHYTAINTEFFECT=noschedule"}, wantKey: "slices.unhealthyTaintEffect"},
+		{name: "taint effect empty", file: drivers, args: []string{"--slices-unhealthy-taint-effect", ""}, wantKey: "slices.unhealthyTaintEffect"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

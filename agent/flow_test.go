@@ -108,7 +108,7 @@ func TestStandalonePrepareUnprepare(t *testing.T) {
 	if err != nil || !slices.Equal(names, want) {
 		t.Fatalf("spec devices %q (%v), want %q", names, err, want)
 	}
-	if env := spec.Devices[0].ContainerEdits.Env; len(env) == 0 || !strings.HasPrefix(env[0], "GPU_DEVICE_1=") {
+	if env := spec.Devices[0].ContainerEdits.Env; len(env) == 0 || !strings.HasPrefix(env[0], "GPU_DEVICE_GPU_EXAMPLE_COM_1=") {
 		t.Errorf("device edits from the plugin missing: env %q", env)
 	}
 	entry, err := a.cache.Get(string(c.UID))

@@ -36,6 +36,7 @@ type driver struct {
 	publisher *sliceclient.Publisher
 	health    bool // the plugin reports health
 	healthy   *healthFeed
+	taints    healthTaints // what is published: the plugin's inventory with its unhealthy devices tainted
 
 	regPath, draPath string
 	regSrv, draSrv   *grpc.Server

@@ -77,17 +77,20 @@ func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {
 	}
 	restarts := prometheus.NewDesc("dranode_plugin_restarts_total", "Restarts of a driver plugin process.", []string{"plugin"}, nil)
 	writes := prometheus.NewDesc("dranode_slice_writes_total", "ResourceSlice writes to the API server.", []string{"driver", "verb"}, nil)
+	tainted := prometheus.NewDesc("dranode_devices_tainted",
+		"Devices of a driver published with its health taint (<driver>/unhealthy): reported unhealthy by the plugin, or so tainted by the plugin itself.", []string{"driver"}, nil)
 	recorded := prometheus.NewDesc("dranode_claims_recorded", "Claims in the durable record.", nil, nil)
 	uncertain := prometheus.NewDesc("dranode_record_uncertain_claims",
 		"Claims in the durable record whose last state damage to the record hid (uncertain entries), until the kubelet's next call or reconciliation at start settles them.", nil, nil)
 	m.collectors = []prometheus.Collector{m.prepareSeconds, m.prepareOverhead, m.preparePhases, m.unprepareSeconds, m.prepareErrors, m.unprepareErrors, m.dryRunWrites,
-		collectorFunc{descs: []*prometheus.Desc{restarts, writes, recorded, uncertain}, collect: func(ch chan<- prometheus.Metric) {
+		collectorFunc{descs: []*prometheus.Desc{restarts, writes, tainted, recorded, uncertain}, collect: func(ch chan<- prometheus.Metric) {
 			if a.plugins != nil {
 				for _, s := range a.plugins.Statuses() {
 					ch <- prometheus.MustNewConstMetric(restarts, prometheus.CounterValue, float64(s.Restarts), s.Plugin)
 				}
 			}
 			for _, d := range a.sortedDrivers() {
+				ch <- prometheus.MustNewConstMetric(tainted, prometheus.GaugeValue, float64(d.taints.tainted.Load()), d.name)
 				if d.publisher == nil {
 					continue
 				}

@@ -34,3 +34,28 @@ func ExampleValidate() {
 	// pools[0].devices[1].attributes["model"]
 	// <nil>
 }
+
+// A driver keeps its own inventory and, on every change of it or of its
+// devices' health, publishes that inventory with the unhealthy devices
+// tainted: a device that recovers loses the taint because it is not added
+// again.
+func ExampleApplyHealthTaints() {
+	own := inventory.Inventory{Pools: []inventory.Pool{{
+		Name:    "node-1",
+		Devices: []resourceapi.Device{{Name: "gpu-0"}, {Name: "gpu-1"}},
+	}}}
+	taint, err := inventory.HealthTaint("gpu.example.com", resourceapi.DeviceTaintEffectNoSchedule)
+	if err != nil {
+		panic(err)
+	}
+	unhealthy := map[inventory.DeviceID]bool{{Pool: "node-1", Device: "gpu-0"}: true}
+	published, n := inventory.ApplyHealthTaints(own, unhealthy, taint)
+	fmt.Println(n, published.Pools[0].Devices[0].Taints[0].Key, published.Pools[0].Devices[0].Taints[0].Effect)
+
+	unhealthy[inventory.DeviceID{Pool: "node-1", Device: "gpu-0"}] = false // recovered
+	published, n = inventory.ApplyHealthTaints(own, unhealthy, taint)
+	fmt.Println(n, len(published.Pools[0].Devices[0].Taints))
+	// Output:
+	// 1 gpu.example.com/unhealthy NoSchedule
+	// 0 0
+}

@@ -57,7 +57,7 @@ func TestPluginLogsThroughLogr(t *testing.T) {
 		if !want.MatchString(configured[0]) || !strings.Contains(configured[0], `module="testdriver"`) || strings.Contains(configured[0], "timestamp") {
 			t.Errorf("V(%d): plugin line = %q, want klog format with plugin, level, module and devices=5, no second timestamp", tc.verbosity, configured[0])
 		}
-		for _, noise := range []string{`"starting plugin"`, `"configuration details" plugin="test" level="debug"`} {
+		for _, noise := range []string{`"starting plugin"`, `"configuration details" plugin="test" level="debug"`, `"plugin address" plugin="test" level="debug" module="go-plugin"`} {
 			if got := len(linesMatching(log, noise)) > 0; got != tc.wantNoise {
 				t.Errorf("V(%d): %s logged = %v, want %v:\n%s", tc.verbosity, noise, got, tc.wantNoise, log)
 			}

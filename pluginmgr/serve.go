@@ -63,7 +63,9 @@ func Serve(driver Driver) {
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: PluginSet(driver)},
 		GRPCServer:       plugin.DefaultGRPCServer,
-		Logger:           Logger("plugin"),
+		// go-plugin's own lines (its debug "plugin address") reach the
+		// host's log with module="go-plugin", apart from the driver's.
+		Logger: Logger("go-plugin"),
 	})
 }
 

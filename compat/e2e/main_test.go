@@ -230,12 +230,15 @@ func (n *node) VerifyCDI(pod *corev1.Pod) []string {
 		n.t.Fatalf("claim of %s not allocated", pod.Name)
 	}
 	for _, r := range claim.Status.Allocation.Devices.Results {
-		// gpu-plugin maps device gpu-N to GPU_DEVICE_N and a device node.
-		idx := strings.TrimPrefix(r.Device, "gpu-")
-		if !slices.ContainsFunc(spec.Linux.Devices, func(d oci.LinuxDevice) bool { return d.Path == gpuContainerPath(r.Driver, r.Device) }) {
+		// gpu-plugin maps device gpu-N to a per-driver variable and a
+		// device node made from /dev/null (character device 1:3), which the
+		// runtime creates in the container and allows in its cgroup.
+		if !slices.ContainsFunc(spec.Linux.Devices, func(d oci.LinuxDevice) bool {
+			return d.Path == gpuContainerPath(r.Driver, r.Device) && d.Type == "c" && d.Major == 1 && d.Minor == 3
+		}) {
 			n.t.Errorf("pod %s: allocated %s/%s but the injected devices are %v", pod.Name, r.Driver, r.Device, spec.Linux.Devices)
 		}
-		if !slices.ContainsFunc(spec.Process.Env, func(e string) bool { return strings.HasPrefix(e, "GPU_DEVICE_"+idx+"=") }) {
+		if !slices.ContainsFunc(spec.Process.Env, func(e string) bool { return strings.HasPrefix(e, harness.SimulatedGPUEnv(r.Driver, r.Device)+"=") }) {
 			n.t.Errorf("pod %s: allocated %s/%s but the injected env is %v", pod.Name, r.Driver, r.Device, spec.Process.Env)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -246,6 +247,16 @@ func TestClaimWithTwoDrivers(t *testing.T) {
 		if len(paths) != 2 || len(spec.Linux.Devices) != 2 {
 			t.Errorf("pod %s: the claim's two devices are injected as %v, want two distinct paths", p.Name, spec.Linux.Devices)
 		}
+		// ...and each device's variable is there, under its own name.
+		envNames := map[string]bool{}
+		for _, e := range spec.Process.Env {
+			if name, _, _ := strings.Cut(e, "="); strings.HasPrefix(name, "GPU_DEVICE_") {
+				envNames[name] = true
+			}
+		}
+		if len(envNames) != 2 {
+			t.Errorf("pod %s: the claim's two devices set %v, want two distinct GPU_DEVICE_ variables", p.Name, spec.Process.Env)
+		}
 		// Each driver's ID alone injects that driver's device.
 		for _, r := range n.allocatedDevices(p) {
 			var mine []string
@@ -267,6 +278,21 @@ func TestClaimWithTwoDrivers(t *testing.T) {
 		}
 	}
 	n.UnprepareAll(pods, ids)
+
+	// One log format: each plugin's own line (gpu-plugin's "configured",
+	// hclog JSON on its stderr) is in the agent process's output once, as
+	// klog text naming the plugin and its level; no JSON line is.
+	log := n.agent.Log()
+	for _, d := range []string{gpuDriver, "gpu2.example.com"} {
+		re := regexp.MustCompile(`(?m)^I\d{4} [^\n]*\] "configured" [^\n]*plugin="` + regexp.QuoteMeta(strings.ReplaceAll(d, ".", "-")) +
+			`" level="info" [^\n]*driver="` + regexp.QuoteMeta(d) + `"`)
+		if got := len(re.FindAllString(log, -1)); got != 1 {
+			t.Errorf("plugin of %s: its \"configured\" line is in the agent's log %d times as klog text, want once:\n%s", d, got, n.agent.LogTail(40))
+		}
+	}
+	if regexp.MustCompile(`(?m)^\{`).MatchString(log) || strings.Contains(log, `"@level"`) {
+		t.Errorf("JSON lines in the agent's log:\n%s", log)
+	}
 }
 
 // A plugin whose binary does not match its configured SHA-256 is refused

@@ -95,24 +95,9 @@ func checkDeviceNode(path string) error {
 		return fmt.Errorf("hostDeviceNode: %w", err)
 	}
 	if fi.Mode()&os.ModeDevice == 0 {
-		return fmt.Errorf("hostDeviceNode %s is a %s, not a character or block device", path, fileKind(fi.Mode()))
+		return fmt.Errorf("hostDeviceNode %s is not a character or block device (mode %s)", path, fi.Mode())
 	}
 	return nil
-}
-
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "directory"
-	case m.IsRegular():
-		return "regular file"
-	case m&os.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&os.ModeSocket != 0:
-		return "socket"
-	default:
-		return "file of mode " + m.String()
-	}
 }
 
 func parseConfig(raw []byte) (config, error) {

@@ -319,8 +319,8 @@ func TestHostDeviceNodeChecked(t *testing.T) {
 		node, wantErr string
 	}{
 		{"/dev/null", ""},
-		{file, "hostDeviceNode " + file + " is a regular file, not a character or block device"},
-		{dir, "is a directory, not a character or block device"},
+		{file, "hostDeviceNode " + file + " is not a character or block device (mode -rw-r--r--)"},
+		{dir, "is not a character or block device (mode d"},
 		{filepath.Join(dir, "missing"), "no such file or directory"},
 	} {
 		d := newDriver(hclog.NewNullLogger())

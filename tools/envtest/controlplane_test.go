@@ -152,6 +152,18 @@ func TestFailedStartRollsBack(t *testing.T) {
 			wantComponent: "kube-scheduler",
 			wantLog:       "no-such-flag",
 		},
+		{
+			name:          "bad controller-manager flag",
+			env:           &Environment{Scheduler: true, ControllerManager: true, ControllerManagerFlags: []string{"--no-such-flag=1"}},
+			wantComponent: "kube-controller-manager",
+			wantLog:       "no-such-flag",
+		},
+		{
+			name:          "unknown controller",
+			env:           &Environment{ControllerManager: true, Controllers: []string{DaemonSetController, "no-such-controller"}},
+			wantComponent: "kube-controller-manager",
+			wantLog:       "no-such-controller",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := tc.env.Start()
@@ -372,23 +384,27 @@ func TestPortTakenIsRetried(t *testing.T) {
 	pickPorts = func(n int) ([]int, error) {
 		calls++
 		ports, err := freePorts(n)
-		// Call 1 is etcd's first attempt, 3 the apiserver's first.
-		if err == nil && (calls == 1 || calls == 3) {
+		// Call 1 is etcd's first attempt, 3 the apiserver's first, 5
+		// kube-controller-manager's first.
+		if err == nil && (calls == 1 || calls == 3 || calls == 5) {
 			ports[0] = port
 		}
 		return ports, err
 	}
 	defer func() { pickPorts = freePorts }()
 
-	env := &Environment{}
+	env := &Environment{ControllerManager: true}
 	cfg := StartT(t, env)
 	if _, err := kubernetes.NewForConfigOrDie(cfg).Discovery().ServerVersion(); err != nil {
 		t.Fatalf("apiserver after retries: %v", err)
 	}
-	if calls != 4 {
-		t.Errorf("%d port picks, want 4 (a retry each for etcd and the apiserver)", calls)
+	if pid := env.PIDs()[ControllerManagerBinary]; pid == 0 || !alive(pid) {
+		t.Errorf("kube-controller-manager not running after its retry: PIDs %v", env.PIDs())
 	}
-	for _, name := range []string{"etcd", "kube-apiserver"} {
+	if calls != 6 {
+		t.Errorf("%d port picks, want 6 (a retry each for etcd, the apiserver and kube-controller-manager)", calls)
+	}
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
 		if _, err := os.Stat(filepath.Join(env.Dir(), name+".log.port-collision")); err != nil {
 			t.Errorf("no log of %s's failed attempt: %v", name, err)
 		}

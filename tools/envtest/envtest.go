@@ -336,18 +336,7 @@ func (e *Environment) startAPIServer(bin string, creds *credentials, pool *x509.
 func (e *Environment) startScheduler(bin string, creds *credentials, pool *x509.CertPool, timeout time.Duration) error {
 	// /readyz includes the check that the scheduler's informers have
 	// synced, so it is ready to schedule, not merely serving.
-	return e.startServing(SchedulerBinary, bin, "/readyz", pool, timeout, func(port string) []string {
-		return append([]string{
-			"--kubeconfig=" + e.kubeconfig,
-			// One scheduler per environment: nothing to elect, and no
-			// lease round trips before it starts scheduling.
-			"--leader-elect=false",
-			"--bind-address=127.0.0.1",
-			"--secure-port=" + port,
-			"--tls-cert-file=" + creds.certFile,
-			"--tls-private-key-file=" + creds.keyFile,
-		}, e.SchedulerFlags...)
-	})
+	return e.startServing(SchedulerBinary, bin, "/readyz", creds, pool, timeout, e.SchedulerFlags)
 }
 
 func (e *Environment) startControllerManager(bin string, creds *credentials, pool *x509.CertPool, timeout time.Duration) error {
@@ -355,33 +344,27 @@ func (e *Environment) startControllerManager(bin string, creds *credentials, poo
 	if len(controllers) == 0 {
 		controllers = DefaultControllers()
 	}
+	args := append([]string{
+		"--controllers=" + strings.Join(controllers, ","),
+		// Each controller gets a service account of its own (tokens from
+		// the apiserver's TokenRequest, permissions from RBAC's bootstrap
+		// roles), as in a real cluster: audit events name the controller
+		// that wrote, not "admin", so a test can tell its own writes and
+		// the agent's from the controllers'.
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file=" + creds.saKeyFile,
+		"--root-ca-file=" + creds.caFile,
+	}, e.ControllerManagerFlags...)
 	// kube-controller-manager has no /readyz; /healthz answers once it
 	// serves, and each controller catches up from its informers.
-	return e.startServing(ControllerManagerBinary, bin, "/healthz", pool, timeout, func(port string) []string {
-		return append([]string{
-			"--kubeconfig=" + e.kubeconfig,
-			"--leader-elect=false",
-			"--bind-address=127.0.0.1",
-			"--secure-port=" + port,
-			"--tls-cert-file=" + creds.certFile,
-			"--tls-private-key-file=" + creds.keyFile,
-			"--controllers=" + strings.Join(controllers, ","),
-			// Each controller gets a service account of its own (tokens
-			// from the apiserver's TokenRequest, permissions from RBAC's
-			// bootstrap roles), as in a real cluster: audit events name
-			// the controller that wrote, not "admin", so a test can tell
-			// its own writes and the agent's from the controllers'.
-			"--use-service-account-credentials=true",
-			"--service-account-private-key-file=" + creds.saKeyFile,
-			"--root-ca-file=" + creds.caFile,
-		}, e.ControllerManagerFlags...)
-	})
+	return e.startServing(ControllerManagerBinary, bin, "/healthz", creds, pool, timeout, args)
 }
 
-// startServing starts a component that serves HTTPS on a port it is given
-// (args builds its command line for that port) and waits until path answers
-// 200, retrying on new ports when the one picked was taken meanwhile.
-func (e *Environment) startServing(name, bin, path string, pool *x509.CertPool, timeout time.Duration, args func(port string) []string) error {
+// startServing starts a component that connects to the apiserver as admin
+// and serves HTTPS on a free loopback port, with args after the flags they
+// share, and waits until path answers 200, retrying on new ports when the
+// one picked was taken meanwhile.
+func (e *Environment) startServing(name, bin, path string, creds *credentials, pool *x509.CertPool, timeout time.Duration, args []string) error {
 	var lastErr error
 	for attempt := 0; attempt < portAttempts; attempt++ {
 		ports, err := pickPorts(1)
@@ -389,7 +372,16 @@ func (e *Environment) startServing(name, bin, path string, pool *x509.CertPool, 
 			return err
 		}
 		port := strconv.Itoa(ports[0])
-		p, err := startProcess(name, bin, args(port), e.dir, e.Stdout, e.Stderr, &e.outMu)
+		p, err := startProcess(name, bin, append([]string{
+			"--kubeconfig=" + e.kubeconfig,
+			// One of each per environment: nothing to elect, and no lease
+			// round trips before it starts working.
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + port,
+			"--tls-cert-file=" + creds.certFile,
+			"--tls-private-key-file=" + creds.keyFile,
+		}, args...), e.dir, e.Stdout, e.Stderr, &e.outMu)
 		if err != nil {
 			return err
 		}

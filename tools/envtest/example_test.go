@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -29,4 +32,35 @@ func ExampleEnvironment() {
 		log.Fatal(err)
 	}
 	fmt.Println(len(slices.Items), "slices")
+}
+
+// Start a control plane with kube-controller-manager (DefaultControllers)
+// and wait for a new namespace's default ServiceAccount, which a pod in
+// that namespace needs before admission takes it.
+func ExampleEnvironment_controllerManager() {
+	env := &envtest.Environment{Scheduler: true, ControllerManager: true}
+	cfg, err := env.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer env.Stop()
+
+	ctx := context.Background()
+	client := kubernetes.NewForConfigOrDie(cfg)
+	ns, err := client.CoreV1().Namespaces().Create(ctx,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "example-"}}, metav1.CreateOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for {
+		_, err := client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsNotFound(err) {
+			log.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Println("namespace", ns.Name, "has its default service account")
 }

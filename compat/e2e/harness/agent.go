@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -133,11 +132,6 @@ func NewAgent(o AgentOptions) (*Agent, error) {
 			return nil, fmt.Errorf("agent dirs: %w", err)
 		}
 	}
-	for _, d := range o.Drivers {
-		if err := makeDeviceNodes(filepath.Join(a.DevRoot, d.DriverName), d.NumDevices); err != nil {
-			return nil, err
-		}
-	}
 	if err := a.SetBootID("boot-1"); err != nil {
 		return nil, err
 	}
@@ -150,29 +144,6 @@ func NewAgent(o AgentOptions) (*Agent, error) {
 		return nil, err
 	}
 	return a, nil
-}
-
-// makeDeviceNodes creates the device nodes gpu-plugin reports (gpu0,
-// gpu1, ... in its devRoot) as character devices, the way real hardware
-// has them. The plugin itself would create plain files, which a container
-// runtime's CDI library refuses to inject ("not a device node"); the nodes
-// get the numbers of /dev/null, so nothing can be harmed through them.
-func makeDeviceNodes(dir string, n int) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("device nodes: %w", err)
-	}
-	for i := range n {
-		path := filepath.Join(dir, "gpu"+strconv.Itoa(i))
-		if err := syscall.Mknod(path, syscall.S_IFCHR|0o666, int(unixMkdev(1, 3))); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("device node %s (needs CAP_MKNOD): %w", path, err)
-		}
-	}
-	return nil
-}
-
-// unixMkdev encodes a Linux device number (glibc's gnu_dev_makedev).
-func unixMkdev(major, minor uint64) uint64 {
-	return (major&0xfff)<<8 | (major&^0xfff)<<32 | (minor & 0xff) | (minor&^0xff)<<12
 }
 
 // SetBootID writes the boot ID file the agent reads; a different value is

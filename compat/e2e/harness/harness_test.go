@@ -62,22 +62,14 @@ func TestRSSBytesOfThisProcess(t *testing.T) {
 	}
 }
 
-func TestMakeDeviceNodes(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "dev")
-	if err := makeDeviceNodes(dir, 3); err != nil {
-		t.Fatal(err)
-	}
-	// Twice: existing nodes (a restarted agent's) are fine.
-	if err := makeDeviceNodes(dir, 3); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"gpu0", "gpu1", "gpu2"} {
-		fi, err := os.Stat(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fi.Mode()&os.ModeCharDevice == 0 {
-			t.Errorf("%s mode %v, want a character device", name, fi.Mode())
+func TestSimulatedGPUEnv(t *testing.T) {
+	for _, tc := range []struct{ driver, device, want string }{
+		{"gpu.example.com", "gpu-0", "GPU_DEVICE_GPU_EXAMPLE_COM_0"},
+		{"gpu2.example.com", "gpu-12", "GPU_DEVICE_GPU2_EXAMPLE_COM_12"},
+		{"my-gpu.Example.org", "gpu-3", "GPU_DEVICE_MY_GPU_EXAMPLE_ORG_3"},
+	} {
+		if got := SimulatedGPUEnv(tc.driver, tc.device); got != tc.want {
+			t.Errorf("SimulatedGPUEnv(%q, %q) = %s, want %s", tc.driver, tc.device, got, tc.want)
 		}
 	}
 }

@@ -27,18 +27,31 @@ func BuildBinary(moduleDir, pkg, out string) error {
 	return nil
 }
 
-// MakeDeviceNodes creates n simulated device nodes gpu0, gpu1, ... in dir
-// as character devices with the numbers of /dev/null, which the reference
-// CDI library accepts for injection (it refuses plain files). It needs
-// CAP_MKNOD.
-func MakeDeviceNodes(dir string, n int) error { return makeDeviceNodes(dir, n) }
-
 // SimulatedGPU is device ("gpu-N") of a simulated GPU driver (gpu-plugin,
-// the piecemeal driver) whose device nodes (gpuN) are in Dir.
+// the piecemeal driver) whose health markers (gpuN.unhealthy) are in Dir,
+// the driver's devRoot.
 type SimulatedGPU struct{ Dir, Device string }
 
-// MarkUnhealthy puts the mark next to each device's node that makes the
-// simulated GPU drivers refuse to prepare it and report it unhealthy;
+// SimulatedGPUEnv is the environment variable in which the simulated GPU
+// drivers give a container the UUID of device ("gpu-N") of driver:
+// GPU_DEVICE_<driver in upper case, other characters than letters and
+// digits as "_">_<N>, per driver (examples/gpu and the piecemeal driver
+// document it).
+func SimulatedGPUEnv(driver, device string) string {
+	upper := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		}
+		return '_'
+	}, driver)
+	return "GPU_DEVICE_" + upper + "_" + strings.TrimPrefix(device, "gpu-")
+}
+
+// MarkUnhealthy puts the mark in each device's driver's devRoot that makes
+// the simulated GPU drivers refuse to prepare it and report it unhealthy;
 // unmark removes the marks.
 func MarkUnhealthy(devices ...SimulatedGPU) (unmark func() error, err error) {
 	var marks []string

@@ -106,9 +106,6 @@ func newNode(t testing.TB, numDevices int) *node {
 			t.Fatal(err)
 		}
 	}
-	if err := harness.MakeDeviceNodes(n.devRoot, numDevices); err != nil {
-		t.Fatal(err)
-	}
 	n.setBootID("boot-1")
 	if err := cluster.EnsureNamespace(ctx, n.ns); err != nil {
 		t.Fatal(err)
@@ -237,12 +234,15 @@ func (n *node) VerifyCDI(pod *corev1.Pod) []string {
 		n.t.Fatalf("pod %s: %v", pod.Name, err)
 	}
 	for _, dev := range n.allocatedDevices(pod) {
-		// The driver maps device gpu-N to /dev/gpuN and GPU_DEVICE_N.
+		// The driver maps device gpu-N to /dev/gpuN, made from /dev/null
+		// (character device 1:3), and a per-driver variable.
 		idx := strings.TrimPrefix(dev, "gpu-")
-		if !slices.ContainsFunc(spec.Linux.Devices, func(d oci.LinuxDevice) bool { return d.Path == "/dev/gpu"+idx }) {
+		if !slices.ContainsFunc(spec.Linux.Devices, func(d oci.LinuxDevice) bool {
+			return d.Path == "/dev/gpu"+idx && d.Type == "c" && d.Major == 1 && d.Minor == 3
+		}) {
 			n.t.Errorf("pod %s: allocated %s but the injected devices are %v", pod.Name, dev, spec.Linux.Devices)
 		}
-		if !slices.ContainsFunc(spec.Process.Env, func(e string) bool { return strings.HasPrefix(e, "GPU_DEVICE_"+idx+"=") }) {
+		if !slices.ContainsFunc(spec.Process.Env, func(e string) bool { return strings.HasPrefix(e, harness.SimulatedGPUEnv(driverName, dev)+"=") }) {
 			n.t.Errorf("pod %s: allocated %s but the injected env is %v", pod.Name, dev, spec.Process.Env)
 		}
 	}

@@ -154,6 +154,11 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	// DevRoot holds only the health markers; made here so that marking a
+	// GPU is one touch.
+	if err := os.MkdirAll(cfg.DevRoot, 0o755); err != nil {
+		return nil, fmt.Errorf("device root: %w", err)
+	}
 	record, report, err := claimcache.Open(cfg.StateDir, cfg.BootID)
 	if err != nil {
 		return nil, fmt.Errorf("open the claim record: %w", err)

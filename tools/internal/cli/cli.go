@@ -87,7 +87,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
-	}, checkpointCommand(), cdiCommand(), pluginCommand(), kubeletCommand(), slicesCommand())
+	}, checkpointCommand(), cdiCommand(), pluginCommand(), kubeletCommand(), slicesCommand(), recordCommand())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	return root
 }

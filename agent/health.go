@@ -1,0 +1,110 @@
+package agent
+
+import (
+	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/dranode/dranode/inventory"
+	"github.com/dranode/dranode/pluginmgr"
+)
+
+// firstHealthWait bounds how long a driver whose plugin reports health
+// waits for the plugin's first health snapshot before it publishes the
+// plugin's inventory. The plugin sends its inventory and its health on two
+// streams; publishing the inventory first would clear the taints of
+// devices that are still unhealthy (after an agent restart, or a start
+// with a bad device) for a moment in which the scheduler may allocate
+// them, and cost two writes where none or one is due.
+const firstHealthWait = 5 * time.Second
+
+// inventoryLocked takes the plugin's new inventory and publishes it, with
+// its health taints, unless the first health snapshot is still awaited.
+func (a *Agent) inventoryLocked(d *driver, inv inventory.Inventory) {
+	d.taints.own, d.taints.haveOwn = inv, true
+	if !d.taints.waiting {
+		a.publishLocked(d)
+	}
+}
+
+// healthLocked takes a health snapshot and republishes the inventory when
+// the set of unhealthy devices changed or this is the snapshot the first
+// publish waited for.
+func (a *Agent) healthLocked(d *driver, snap []pluginmgr.DeviceHealth) {
+	changed := d.taints.setHealth(a.log.WithValues("driver", d.name), snap)
+	if d.taints.waiting {
+		d.taints.waiting, changed = false, true
+	}
+	if changed && d.taints.haveOwn {
+		a.publishLocked(d)
+	}
+}
+
+// awaitFirstHealthLocked holds back the first publish until the plugin's
+// first health snapshot, at most firstHealthWait: a plugin that claims to
+// report health and does not still gets its devices published.
+func (a *Agent) awaitFirstHealthLocked(d *driver) {
+	d.taints.waiting = true
+	time.AfterFunc(firstHealthWait, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if !d.taints.waiting || a.stopping.Load() {
+			return
+		}
+		a.log.Info("No health report from the plugin yet: publishing its devices without health taints", "driver", d.name, "waited", firstHealthWait)
+		d.taints.waiting = false
+		if d.taints.haveOwn {
+			a.publishLocked(d)
+		}
+	})
+}
+
+// healthTaints is what a driver's device health does to its slices: the
+// devices its plugin last reported unhealthy get the driver's health taint
+// (inventory.ApplyHealthTaints) on top of the plugin's own inventory. The
+// agent's mutex guards it.
+type healthTaints struct {
+	own       inventory.Inventory // the plugin's latest inventory, as sent
+	haveOwn   bool
+	waiting   bool // for the plugin's first health snapshot before the first publish
+	unhealthy map[inventory.DeviceID]bool
+	taint     resourceapi.DeviceTaint
+	tainted   atomic.Int64 // devices of the published inventory with the taint, for the metric
+}
+
+// setHealth takes a health snapshot and reports whether the set of
+// unhealthy devices changed; only then do the slices change. Devices the
+// snapshot does not name, and those of unknown health, are not tainted: a
+// taint stops allocations, and only a device known to be bad should lose
+// them.
+func (h *healthTaints) setHealth(log logr.Logger, snap []pluginmgr.DeviceHealth) bool {
+	next := map[inventory.DeviceID]bool{}
+	for _, dh := range snap {
+		if dh.Status == pluginmgr.Unhealthy {
+			next[inventory.DeviceID{Pool: dh.Pool, Device: dh.Device}] = true
+		}
+	}
+	if maps.Equal(next, h.unhealthy) {
+		return false
+	}
+	var names []string
+	for id := range next {
+		names = append(names, id.Pool+"/"+id.Device)
+	}
+	slices.Sort(names)
+	log.Info("Unhealthy devices changed: tainting them in the ResourceSlices", "unhealthy", names)
+	h.unhealthy = next
+	return true
+}
+
+// published is the inventory to publish: the plugin's own with the
+// unhealthy devices tainted.
+func (h *healthTaints) published() inventory.Inventory {
+	inv, n := inventory.ApplyHealthTaints(h.own, h.unhealthy, h.taint)
+	h.tainted.Store(int64(n))
+	return inv
+}

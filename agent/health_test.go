@@ -1,0 +1,172 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	resourcev1 "k8s.io/api/resource/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dranode/dranode/pluginmgr"
+)
+
+// Only a change of the set of unhealthy devices changes the slices: a
+// repeated snapshot, a new message, and a device going from healthy to
+// unknown (or missing from the snapshot) are not changes.
+func TestSetHealthChangesOnlyOnANewUnhealthySet(t *testing.T) {
+	dh := func(dev string, s pluginmgr.HealthStatus, msg string) pluginmgr.DeviceHealth {
+		return pluginmgr.DeviceHealth{Pool: "p", Device: dev, Status: s, Message: msg}
+	}
+	steps := []struct {
+		name string
+		snap []pluginmgr.DeviceHealth
+		want bool
+	}{
+		{"all healthy at start", []pluginmgr.DeviceHealth{dh("a", pluginmgr.Healthy, ""), dh("b", pluginmgr.Healthy, "")}, false},
+		{"same again", []pluginmgr.DeviceHealth{dh("a", pluginmgr.Healthy, ""), dh("b", pluginmgr.Healthy, "")}, false},
+		{"b unhealthy", []pluginmgr.DeviceHealth{dh("a", pluginmgr.Healthy, ""), dh("b", pluginmgr.Unhealthy, "x")}, true},
+		{"b unhealthy, new message", []pluginmgr.DeviceHealth{dh("a", pluginmgr.Healthy, ""), dh("b", pluginmgr.Unhealthy, "y")}, false},
+		{"a unknown", []pluginmgr.DeviceHealth{dh("a", pluginmgr.HealthUnknown, ""), dh("b", pluginmgr.Unhealthy, "y")}, false},
+		{"a unhealthy too", []pluginmgr.DeviceHealth{dh("b", pluginmgr.Unhealthy, ""), dh("a", pluginmgr.Unhealthy, "")}, true},
+		{"same set, other order", []pluginmgr.DeviceHealth{dh("a", pluginmgr.Unhealthy, ""), dh("b", pluginmgr.Unhealthy, "")}, false},
+		{"b missing from the snapshot", []pluginmgr.DeviceHealth{dh("a", pluginmgr.Unhealthy, "")}, true},
+		{"all healthy", []pluginmgr.DeviceHealth{dh("a", pluginmgr.Healthy, "")}, true},
+		{"empty snapshot", nil, false},
+	}
+	var h healthTaints
+	for _, s := range steps {
+		if got := h.setHealth(logr.Discard(), s.snap); got != s.want {
+			t.Errorf("%s: changed = %v, want %v", s.name, got, s.want)
+		}
+	}
+}
+
+// dryRunTaints reads the standalone agent's slices: device name → its
+// taints as "key=effect".
+func dryRunTaints(t *testing.T, dir string) map[string][]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s resourcev1.ResourceSlice
+		if err := yaml.UnmarshalStrict(data, &s); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, d := range s.Spec.Devices {
+			out[d.Name] = nil
+			for _, ta := range d.Taints {
+				out[d.Name] = append(out[d.Name], ta.Key+"="+string(ta.Effect))
+			}
+		}
+	}
+	return out
+}
+
+// driverValue is the value of the gauge or counter name{driver=driver}.
+func driverValue(t *testing.T, reg *prometheus.Registry, name, driver string) (float64, bool) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range fams {
+		if fam.GetName() != name {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "driver" && l.GetValue() == driver {
+					if g := m.GetGauge(); g != nil {
+						return g.GetValue(), true
+					}
+					return m.GetCounter().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// With the real example plugin: a GPU marked unhealthy is published with
+// the configured taint, and loses it when the mark is gone; the gauge
+// follows.
+func TestUnhealthyDeviceTaintedInSlices(t *testing.T) {
+	e := newTestEnv(t, gpuDriver)
+	e.cfg.Slices.UnhealthyTaintEffect = string(resourcev1.DeviceTaintEffectNoExecute)
+	reg := prometheus.NewRegistry()
+	e.start(t, Options{Registry: reg})
+	key := gpuDriver + "/unhealthy"
+	wait := func(what string, ok func(map[string][]string, float64) bool) {
+		t.Helper()
+		var got map[string][]string
+		var g float64
+		for range 600 { // 30 s
+			got = dryRunTaints(t, e.cfg.Slices.DryRunDir)
+			g, _ = driverValue(t, reg, "dranode_devices_tainted", gpuDriver)
+			if ok(got, g) {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("%s: slices' taints %v, dranode_devices_tainted %v", what, got, g)
+	}
+	wait("at start", func(got map[string][]string, g float64) bool {
+		return len(got) == 4 && got["gpu-2"] == nil && g == 0
+	})
+	marker := filepath.Join(e.root, "dev", gpuDriver, "gpu2.unhealthy")
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wait("gpu2 marked unhealthy", func(got map[string][]string, g float64) bool {
+		return slices.Equal(got["gpu-2"], []string{key + "=NoExecute"}) && got["gpu-1"] == nil && g == 1
+	})
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	wait("gpu2 healthy again", func(got map[string][]string, g float64) bool {
+		return len(got) == 4 && got["gpu-2"] == nil && g == 0
+	})
+}
+
+// A GPU that is unhealthy when the agent starts is tainted in the first
+// slices written: the first publish waits for the plugin's first health
+// snapshot, so the device is never published as allocatable and the slice
+// is written once, not once untainted and again tainted.
+func TestUnhealthyAtStartTaintedInTheFirstPublish(t *testing.T) {
+	e := newTestEnv(t, gpuDriver)
+	devRoot := e.cfg.Plugins.Drivers[0].Config["devRoot"].(string)
+	if err := os.MkdirAll(devRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(devRoot, "gpu1.unhealthy"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	e.start(t, Options{Registry: reg})
+	var got map[string][]string
+	for range 600 { // 30 s
+		if got = dryRunTaints(t, e.cfg.Slices.DryRunDir); len(got) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if want := []string{gpuDriver + "/unhealthy=NoSchedule"}; len(got) != 4 || !slices.Equal(got["gpu-1"], want) {
+		t.Fatalf("first slices' taints %v, want gpu-1 tainted %v", got, want)
+	}
+	time.Sleep(10 * 50 * time.Millisecond) // ten health polls
+	if n, _ := driverValue(t, reg, "dranode_dry_run_slice_files_written_total", gpuDriver); n != 1 {
+		t.Errorf("slice files written: %v, want 1 (the first publish, already tainted)", n)
+	}
+}
