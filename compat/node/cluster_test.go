@@ -66,6 +66,9 @@ func startClusterWith(t testing.TB, values map[string]any, waitReady bool) *clus
 	t.Cleanup(cancel)
 	env := &envtest.Environment{Scheduler: true, ControllerManager: true, APIServerFlags: harness.APIServerFlags()}
 	cfg := envtest.StartT(t, env)
+	// Tests create tens of pods at once: client-go's default 5 requests per
+	// second would make the test's own client the bottleneck it measures.
+	cfg.QPS, cfg.Burst = 500, 1000
 	c := &cluster{t: t, ctx: ctx, env: env, client: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg)}
 	c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
 	n, err := harness.Start(ctx, harness.Options{

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -172,6 +173,8 @@ func TestSamplePodSeesItsDevices(t *testing.T) {
 	if got := c.metric("dranode_claims_recorded"); got != 1 {
 		t.Errorf("record holds %v claims, want 1", got)
 	}
+
+	checkOneLogFormat(t, c)
 
 	c.deletePod(p.Namespace, p.Name)
 	c.waitPodGone(p.Namespace, p.Name)
@@ -405,4 +408,30 @@ func gpus(n int) map[string]any {
 		"name": "gpu", "path": "/opt/dranode/plugins/gpu-plugin", "sha256": testImages.pluginSHA256["gpu"],
 		"config": map[string]any{"driverName": driverName, "numDevices": n},
 	}}}
+}
+
+// klogLine is the header of a klog text line: severity, date, time, thread,
+// file:line.
+var klogLine = regexp.MustCompile(`^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{6}\s+\d+ [^ ]+:\d+\] `)
+
+// checkOneLogFormat reads the agent's log as kubectl logs shows it: every
+// line is klog text, the plugin's own lines among them, attributed to it.
+func checkOneLogFormat(t testing.TB, c *cluster) {
+	t.Helper()
+	log, err := c.agentLog(c.agentPod(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pluginLines := 0
+	for _, l := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
+		if !klogLine.MatchString(l) {
+			t.Errorf("agent log line not in klog format: %q", l)
+		}
+		if strings.Contains(l, `plugin="gpu"`) && strings.Contains(l, `level="info"`) {
+			pluginLines++
+		}
+	}
+	if pluginLines == 0 {
+		t.Errorf("no line of the gpu plugin, attributed to it, in the agent's log:\n%s", tailLines(log, 20))
+	}
 }

@@ -1,9 +1,15 @@
 package harness_test
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/dranode/dranode/compat/node/harness"
+	"github.com/dranode/dranode/scripts/image/images"
 	"github.com/dranode/dranode/tools/envtest"
 )
 
@@ -109,6 +116,105 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+var (
+	imagesOnce                sync.Once
+	pauseImage, workloadImage string
+	imagesErr                 error
+)
+
+// testImages builds the pause and workload images once per test binary
+// (scripts/image) and returns them as OCI archives.
 func testImages(t *testing.T) (pause, workload string) {
-	return "/tmp/exp/img/pause.tar", "/tmp/exp/img/work.tar"
+	t.Helper()
+	imagesOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dranode-harness-images-")
+		if err != nil {
+			imagesErr = err
+			return
+		}
+		root, _ := filepath.Abs("../../..")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		ls, err := images.Build(ctx, images.Options{Root: root, Out: filepath.Join(dir, "layouts"), Images: []string{images.Pause, images.Workload}})
+		if err != nil {
+			imagesErr = err
+			return
+		}
+		pauseImage, workloadImage = filepath.Join(dir, "pause.tar"), filepath.Join(dir, "workload.tar")
+		imagesErr = errors.Join(images.ArchiveFile(ls[images.Pause].Dir, pauseImage), images.ArchiveFile(ls[images.Workload].Dir, workloadImage))
+	})
+	if imagesErr != nil {
+		t.Fatalf("building the test images: %v", imagesErr)
+	}
+	return pauseImage, workloadImage
+}
+
+// TestStartSweepsADeadNode kills a test binary that runs a node (SIGKILL: no
+// Stop, no cleanup) and checks that the next Start removes what it left and
+// works, and that Stop then leaves the machine as it was before the first.
+func TestStartSweepsADeadNode(t *testing.T) {
+	if os.Getenv("DRANODE_NODE_CHILD") != "" {
+		t.Skip("this is the child process")
+	}
+	pause, _ := testImages(t)
+	before := harness.SnapshotHost()
+	env := &envtest.Environment{APIServerFlags: harness.APIServerFlags()}
+	envtest.StartT(t, env)
+
+	// The child starts a node, says so, and waits to be killed.
+	child := exec.Command(os.Args[0], "-test.run=^TestChildNode$", "-test.v")
+	child.Env = append(os.Environ(), "DRANODE_NODE_CHILD="+env.KubeconfigPath(), "DRANODE_NODE_PAUSE="+pause)
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stderr = child.Stdout
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	started := false
+	for sc.Scan() {
+		t.Log("child: " + sc.Text())
+		if strings.Contains(sc.Text(), "NODE STARTED") {
+			started = true
+			break
+		}
+	}
+	if !started {
+		child.Wait()
+		t.Fatal("the child did not start its node")
+	}
+	child.Process.Kill()
+	child.Wait()
+	if d := before.Diff(harness.SnapshotHost()); len(d) == 0 {
+		t.Fatal("the killed node left nothing behind; this test proves nothing")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n, err := harness.Start(ctx, harness.Options{Kubeconfig: env.KubeconfigPath(), Images: []string{pause}, SandboxImage: "localhost/dranode/pause:v0.1.0", Log: testWriter{t}})
+	if err != nil {
+		t.Fatalf("Start after a dead node: %v", err)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range before.Diff(harness.SnapshotHost()) {
+		t.Errorf("host changed: %s", d)
+	}
+}
+
+// TestChildNode is TestStartSweepsADeadNode's child process: it starts a
+// node and never stops it.
+func TestChildNode(t *testing.T) {
+	kubeconfig := os.Getenv("DRANODE_NODE_CHILD")
+	if kubeconfig == "" {
+		t.Skip("only run as TestStartSweepsADeadNode's child")
+	}
+	if _, err := harness.Start(context.Background(), harness.Options{Kubeconfig: kubeconfig, Images: []string{os.Getenv("DRANODE_NODE_PAUSE")}, SandboxImage: "localhost/dranode/pause:v0.1.0"}); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("NODE STARTED")
+	select {}
 }

@@ -28,23 +28,31 @@ func (n *Node) hostPaths() error {
 	if err := n.kubeletPath(); err != nil {
 		return fmt.Errorf("harness: kubelet PATH: %w", err)
 	}
-	// Directories that did not exist before are removed whole; in ones
-	// that did, only what points into the node directory.
-	for _, d := range []string{"/var/lib/kubelet", containerLogsDir} {
+	var absent []string
+	for _, d := range []string{"/var/lib/kubelet", devicePluginDir, containerLogsDir} {
 		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
-			d := d
-			n.undo = append(n.undo, cleanupStep{d, func() error { return os.RemoveAll(d) }})
+			absent = append(absent, d)
 		}
 	}
-	n.undo = append(n.undo, cleanupStep{"the kubelet's device-plugin socket", func() error {
-		err := os.Remove(filepath.Join(devicePluginDir, "kubelet.sock"))
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return err
-	}})
-	n.undo = append(n.undo, cleanupStep{"container log links", n.removeLogLinks})
+	n.undo = append(n.undo, cleanupStep{"the kubelet's host-wide paths", func() error { return n.removeHostPaths(absent) }})
 	return nil
+}
+
+// removeHostPaths removes the kubelet's device-plugin socket and the log
+// links into the node directory, then those of dirs that are empty now
+// (deepest first, as listed by hostPaths).
+func (n *Node) removeHostPaths(dirs []string) error {
+	err := os.Remove(filepath.Join(devicePluginDir, "kubelet.sock"))
+	if errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	err = errors.Join(err, n.removeLogLinks())
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if rmErr := os.Remove(dirs[i]); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) && !errors.Is(rmErr, syscall.ENOTEMPTY) && !errors.Is(rmErr, syscall.EEXIST) {
+			err = errors.Join(err, rmErr)
+		}
+	}
+	return err
 }
 
 func (n *Node) removeLogLinks() error {

@@ -112,6 +112,10 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n.undo = append(n.undo, cleanupStep{"machine lock", func() error { return n.lock.Close() }})
+	if err := sweepStale(n.opts.Log); err != nil {
+		n.lock.Close()
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, n.Stop())
