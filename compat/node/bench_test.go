@@ -59,6 +59,13 @@ func BenchmarkPodStartup(b *testing.B) {
 			b.ReportMetric(100*(p50w.Seconds()/p50o.Seconds()-1), "claim-adds-%-p50")
 			b.Logf("%d pods of each kind, create → Running: with a claim p50 %s p99 %s; without p50 %s p99 %s",
 				len(with), p50w, percentile(with, 99), p50o, percentile(without, 99))
+			if m, err := c.metrics(); err == nil {
+				sum, n := m[fmt.Sprintf("dranode_prepare_duration_seconds_sum{driver=%q}", driverName)], m[fmt.Sprintf("dranode_prepare_duration_seconds_count{driver=%q}", driverName)]
+				if n > 0 {
+					b.ReportMetric(sum/n*1000, "agent-prepare-mean-ms")
+					b.Logf("  the agent's Prepare (kubelet call in, answer out): mean %.1f ms over %v calls (all runs so far)", sum/n*1000, n)
+				}
+			}
 			b.Logf("  create → bound (control plane): with a claim p50 %s, without %s; bound → Running (node): with %s, without %s",
 				percentile(pick(true, bound), 50), percentile(pick(false, bound), 50), percentile(pick(true, onNode), 50), percentile(pick(false, onNode), 50))
 		})

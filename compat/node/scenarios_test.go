@@ -175,6 +175,13 @@ func TestSamplePodSeesItsDevices(t *testing.T) {
 	}
 
 	checkOneLogFormat(t, c)
+	// The chart mounts the kubelet's root where the agent looks for the
+	// kubelet's DRA checkpoint: the leftover sweep reads it.
+	if got := c.metric(`dranode_record_sweeps_total{result="swept"}`); got < 1 {
+		m, _ := c.metrics()
+		t.Errorf("the agent's leftover sweep never read the kubelet's checkpoint: sweeps %v / missing %v / unreadable %v", got,
+			m[`dranode_record_sweeps_total{result="kubelet-checkpoint-missing"}`], m[`dranode_record_sweeps_total{result="kubelet-checkpoint-unreadable"}`])
+	}
 
 	c.deletePod(p.Namespace, p.Name)
 	c.waitPodGone(p.Namespace, p.Name)
