@@ -16,9 +16,10 @@ GO ?= go
 
 MODULES := $(shell sed -n 's|^[[:space:]]*\./\([^[:space:]]*\)[[:space:]]*$$|\1|p' go.work)
 COMPAT_MODULES := $(patsubst %/go.mod,%,$(wildcard compat/*/go.mod))
-# The release tool (scripts/release) is its own module outside go.work, like
-# the compat modules: its dependencies (gorelease) never reach the workspace.
-TOOL_MODULES := scripts/release
+# The release tool (scripts/release) and the image builder (scripts/image)
+# are modules outside go.work, like the compat modules: their dependencies
+# (gorelease, go-containerregistry) never reach the workspace.
+TOOL_MODULES := scripts/release scripts/image
 ALL_MODULES := $(MODULES) $(COMPAT_MODULES) $(TOOL_MODULES)
 
 # Flags for go test; CI keeps the defaults, developers may add -run or -count.
@@ -144,6 +145,16 @@ generate-check: generate
 # it; the state stays for the next run (rm -rf .run to start afresh).
 RUN_DIR := $(CURDIR)/.run
 BIN_DIR := $(CURDIR)/bin
+
+# Reproducible OCI image layouts of the agent (with the example GPU plugin),
+# pause and workload under bin/images/<name>/, without Docker
+# (scripts/image/README.md). IMAGE_FLAGS adds build flags (-tag, -arch);
+# SOURCE_DATE_EPOCH dates the images (default the Unix epoch).
+IMAGE_FLAGS ?=
+
+.PHONY: image
+image:
+	cd scripts/image && GOWORK=off $(GO) run . -C $(CURDIR) build -out $(BIN_DIR)/images $(IMAGE_FLAGS)
 
 .PHONY: run
 run:

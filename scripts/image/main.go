@@ -56,6 +56,13 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 	if fs.NArg() == 0 {
 		return usageError("no command")
 	}
+	if *root != "" {
+		a, err := filepath.Abs(*root)
+		if err != nil {
+			return err
+		}
+		*root = a
+	}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
 	// Relative paths in arguments are relative to -C when it is given, as
 	// with make -C and git -C.

@@ -296,3 +296,36 @@ func TestSourceDateEpochDates(t *testing.T) {
 		t.Error("the digest did not change with the date")
 	}
 }
+
+// TestBuildReproducibleElsewhere builds the pause and workload images from a
+// copy of their sources at another path, with an empty Go build cache, so
+// that nothing comes from a cache: the same digests as the build from the
+// repository.
+func TestBuildReproducibleElsewhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the standard library afresh")
+	}
+	want := built(t)
+	root := t.TempDir()
+	src := repoRoot(t)
+	if err := os.CopyFS(filepath.Join(root, "scripts", "image"), os.DirFS(filepath.Join(src, "scripts", "image"))); err != nil {
+		t.Fatal(err)
+	}
+	versions, err := os.ReadFile(filepath.Join(src, "versions.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "versions.yaml"), versions, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOCACHE", t.TempDir())
+	got, err := images.Build(context.Background(), images.Options{Root: root, Out: t.TempDir(), Images: []string{images.Pause, images.Workload}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{images.Pause, images.Workload} {
+		if got[n].Digest != want[n].Digest {
+			t.Errorf("%s: %s from a copy with a cold cache, %s from the repository", n, got[n].Digest, want[n].Digest)
+		}
+	}
+}

@@ -15,6 +15,9 @@ func main() {
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
 	pid1 := os.Getpid() == 1
+	// A PID 1 ignores SIGTERM until it has a handler: this line says it
+	// has one now.
+	fmt.Fprintln(os.Stderr, "pause: waiting for SIGTERM or SIGINT")
 	for s := range sig {
 		if s == syscall.SIGCHLD {
 			if pid1 {

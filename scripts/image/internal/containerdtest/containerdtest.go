@@ -23,6 +23,10 @@ import (
 type Containerd struct {
 	// Socket is the gRPC address ("ctr -a").
 	Socket string
+	// RuncRoot is runc's state directory for this containerd's containers;
+	// pass it to "ctr run --runc-root". runc's default,
+	// /run/containerd/runc, is shared by every containerd on the host.
+	RuncRoot string
 	// Env is node.env from the node build: CONTAINERD, CTR, RUNC, ...
 	Env map[string]string
 	dir string
@@ -69,6 +73,7 @@ func Start(t testing.TB, root string) *Containerd {
 	}
 	c := &Containerd{Env: NodeEnv(t, root), dir: t.TempDir(), log: &bytes.Buffer{}}
 	c.Socket = filepath.Join(c.dir, "containerd.sock")
+	c.RuncRoot = filepath.Join(c.dir, "runc")
 	config := fmt.Sprintf(`version = 3
 root = %q
 state = %q
@@ -106,6 +111,9 @@ disabled_plugins = [
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
+		// Shims and their containers outlive containerd by design: end
+		// them first, then containerd, then whatever is still mounted.
+		c.removeTasks(t)
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -113,12 +121,14 @@ disabled_plugins = [
 			cmd.Process.Kill()
 			<-exited
 		}
+		unmountUnder(t, c.dir)
 		if t.Failed() {
 			t.Logf("containerd log:\n%s", c.log.String())
 		}
 	})
 	// Ready when ctr gets an answer; a containerd that exits early fails
 	// the test with its log.
+	deadline := time.After(time.Minute)
 	for {
 		if _, err := c.ctrOut(context.Background(), "version"); err == nil {
 			return c
@@ -127,9 +137,19 @@ disabled_plugins = [
 		case err := <-exited:
 			exited <- err
 			t.Fatalf("containerd exited: %v\n%s", err, c.log.String())
+		case <-deadline:
+			t.Fatalf("containerd did not answer on %s within a minute:\n%s", c.Socket, c.log.String())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// Command returns an exec.Cmd of ctr against this containerd, for a caller
+// that needs to run it in the background.
+func (c *Containerd) Command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, c.Env["CTR"], append([]string{"-a", c.Socket}, args...)...)
+	cmd.Env = c.environ()
+	return cmd
 }
 
 // environ puts the runc shim on PATH, where containerd looks for it.
@@ -137,8 +157,8 @@ func (c *Containerd) environ() []string {
 	return append(os.Environ(), "PATH="+filepath.Dir(c.Env["CONTAINERD_SHIM_RUNC_V2"])+":"+os.Getenv("PATH"))
 }
 
-// Ctr runs ctr against this containerd with args and returns its output;
-// it fails the test on error.
+// Ctr runs ctr against this containerd with args and returns its standard
+// output; it fails the test on error.
 func (c *Containerd) Ctr(t testing.TB, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -151,8 +171,62 @@ func (c *Containerd) Ctr(t testing.TB, args ...string) string {
 }
 
 func (c *Containerd) ctrOut(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, c.Env["CTR"], append([]string{"-a", c.Socket}, args...)...)
-	cmd.Env = c.environ()
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	// Standard output only: ctr warns on standard error (cgroup v1's
+	// deprecation, for one), which would spoil a list of IDs.
+	cmd := c.Command(ctx, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return string(out), nil
+}
+
+// removeTasks kills and deletes every task and container of every
+// namespace.
+func (c *Containerd) removeTasks(t testing.TB) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nss, err := c.ctrOut(ctx, "namespaces", "ls", "-q")
+	if err != nil {
+		t.Errorf("ctr namespaces ls: %v\n%s", err, nss)
+		return
+	}
+	for _, ns := range strings.Fields(nss) {
+		ids, err := c.ctrOut(ctx, "-n", ns, "containers", "ls", "-q")
+		if err != nil {
+			t.Errorf("ctr containers ls: %v\n%s", err, ids)
+			continue
+		}
+		for _, id := range strings.Fields(ids) {
+			// A container without a task answers "not found": fine.
+			c.ctrOut(ctx, "-n", ns, "tasks", "delete", "--force", id)
+			if out, err := c.ctrOut(ctx, "-n", ns, "containers", "delete", id); err != nil {
+				t.Errorf("ctr containers delete %s: %v\n%s", id, err, out)
+			}
+		}
+	}
+}
+
+// unmountUnder detaches every mount below dir, deepest first, so that the
+// test's temporary directory can be removed.
+func unmountUnder(t testing.TB, dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		if err := syscall.Unmount(points[i], syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", points[i], err)
+		}
+	}
 }

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/dranode/dranode/scripts/image/images"
+)
+
+// TestCommands runs build, digests and archive as "make image" and a user
+// would.
+func TestCommands(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var out bytes.Buffer
+	if err := run(ctx, []string{"-C", root, "build", "-out", t.TempDir(), "-tag", "test", images.Agent}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Split(strings.TrimSpace(out.String()), "\t")
+	if len(fields) != 4 || fields[1] != "localhost/dranode/dranode-agent:test" {
+		t.Fatalf("build printed %q, want dir, ref, digest, size", out.String())
+	}
+	dir := fields[0]
+
+	out.Reset()
+	if err := run(ctx, []string{"digests", dir}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Drivers []struct{ Name, Path, SHA256 string }
+	}
+	if err := yaml.Unmarshal(out.Bytes(), &values); err != nil {
+		t.Fatalf("digests output is not YAML: %v\n%s", err, out.String())
+	}
+	plugins, err := images.PluginDigests(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(values.Drivers) != 1 || values.Drivers[0].Name != "gpu" || values.Drivers[0].Path != "/opt/dranode/plugins/gpu-plugin" || values.Drivers[0].SHA256 != plugins[0].SHA256 {
+		t.Errorf("digests printed %+v, want gpu at %s", values.Drivers, plugins[0].SHA256)
+	}
+
+	tarFile := filepath.Join(t.TempDir(), "agent.tar")
+	if err := run(ctx, []string{"archive", dir, tarFile}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(tarFile); err != nil || fi.Size() == 0 {
+		t.Errorf("archive: %v, %v", fi, err)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{
+		nil,
+		{"frobnicate"},
+		{"archive", "only-one"},
+		{"push", "dir"},
+		{"digests"},
+		{"build", "-nope"},
+	} {
+		err := run(context.Background(), args, io.Discard, io.Discard)
+		var u usageError
+		if !errors.As(err, &u) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+	if err := run(context.Background(), []string{"digests", t.TempDir()}, io.Discard, io.Discard); err == nil {
+		t.Error("digests of an empty directory succeeded")
+	}
+}
