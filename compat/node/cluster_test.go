@@ -101,24 +101,13 @@ func startClusterWith(t testing.TB, values map[string]any, waitReady bool) *clus
 // chartValues are the chart's values for this node: the local image, the
 // node's directories instead of /var/lib/kubelet and /var/run/cdi, the API
 // server's address (there is no kube-proxy), a free port, and each driver's
-// sha256 from the image — the chart's drivers list otherwise as shipped.
+// sha256 from the image — the chart's drivers otherwise as shipped.
 func (c *cluster) chartValues(extra map[string]any) map[string]any {
-	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	var shipped struct {
-		Drivers []map[string]any `json:"drivers"`
-	}
-	if err := yaml.Unmarshal(raw, &shipped); err != nil {
-		c.t.Fatal(err)
-	}
-	for _, d := range shipped.Drivers {
-		sum, ok := testImages.pluginSHA256[fmt.Sprint(d["name"])]
-		if !ok {
-			c.t.Fatalf("the chart's driver %v has no plugin in the image (%v)", d["name"], testImages.pluginSHA256)
-		}
-		d["sha256"] = sum
+	// Only each plugin's sha256: Helm merges the drivers map with the
+	// chart's own entries, config included.
+	drivers := map[string]any{}
+	for name, sum := range testImages.pluginSHA256 {
+		drivers[name] = map[string]any{"sha256": sum}
 	}
 	host, port := c.apiServerHostPort()
 	v := map[string]any{
@@ -128,7 +117,7 @@ func (c *cluster) chartValues(extra map[string]any) map[string]any {
 		"stateDir":       filepath.Join(c.node.Dir(), "dranode"),
 		"kubernetesAPI":  map[string]any{"host": host, "port": port},
 		"httpPort":       c.httpPort,
-		"drivers":        shipped.Drivers,
+		"drivers":        drivers,
 	}
 	for k, x := range extra {
 		v[k] = x

@@ -304,10 +304,11 @@ func TestKubeletRestartWhilePodsRun(t *testing.T) {
 // nothing; the other driver is unaffected.
 func TestWrongPluginChecksumInChart(t *testing.T) {
 	const other = "gpu2.example.com"
-	drivers := []map[string]any{
-		{"name": "gpu", "path": "/opt/dranode/plugins/gpu-plugin", "sha256": testImages.pluginSHA256["gpu"],
-			"config": map[string]any{"driverName": driverName, "numDevices": 2}},
-		{"name": "gpu2", "path": "/opt/dranode/plugins/gpu-plugin", "sha256": strings.Repeat("ab", 32),
+	// The shipped gpu driver, and a second instance of the same plugin
+	// whose sha256 is wrong.
+	drivers := map[string]any{
+		"gpu": map[string]any{"sha256": testImages.pluginSHA256["gpu"]},
+		"gpu2": map[string]any{"path": "/opt/dranode/plugins/gpu-plugin", "sha256": strings.Repeat("ab", 32),
 			"config": map[string]any{"driverName": other, "numDevices": 2}},
 	}
 	c := startClusterNotReady(t, map[string]any{"drivers": drivers})
@@ -411,9 +412,9 @@ func TestFortyPodsTogether(t *testing.T) {
 
 // gpus are chart values for the gpu plugin with n GPUs (the chart ships 8).
 func gpus(n int) map[string]any {
-	return map[string]any{"drivers": []map[string]any{{
-		"name": "gpu", "path": "/opt/dranode/plugins/gpu-plugin", "sha256": testImages.pluginSHA256["gpu"],
-		"config": map[string]any{"driverName": driverName, "numDevices": n},
+	return map[string]any{"drivers": map[string]any{"gpu": map[string]any{
+		"sha256": testImages.pluginSHA256["gpu"],
+		"config": map[string]any{"numDevices": n},
 	}}}
 }
 

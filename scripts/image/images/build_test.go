@@ -8,6 +8,7 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"errors"
+	"go.yaml.in/yaml/v3"
 	"io"
 	"io/fs"
 	"os"
@@ -225,8 +226,14 @@ func TestPluginDigests(t *testing.T) {
 	if err := images.WriteChartValues(&b, l.Ref, plugins); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "sha256: \""+want[0].SHA256+"\"") || !strings.Contains(b.String(), "  - name: gpu\n") {
-		t.Errorf("chart values:\n%s", b.String())
+	var values struct {
+		Drivers map[string]struct{ Path, SHA256 string } `yaml:"drivers"`
+	}
+	if err := yaml.Unmarshal([]byte(b.String()), &values); err != nil {
+		t.Fatalf("chart values do not decode: %v\n%s", err, b.String())
+	}
+	if d := values.Drivers["gpu"]; d.SHA256 != want[0].SHA256 || d.Path != want[0].Path {
+		t.Errorf("chart values drivers.gpu = %+v, want path %s sha256 %s:\n%s", d, want[0].Path, want[0].SHA256, b.String())
 	}
 
 	// The pause image holds no plugins.

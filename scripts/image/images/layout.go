@@ -274,16 +274,16 @@ func PluginDigests(dir string) ([]Plugin, error) {
 	return plugins, nil
 }
 
-// WriteChartValues writes plugins in the Helm chart's values form, the
-// drivers list of examples/deploy/chart/dranode/values.yaml with name, path
-// and sha256 of each.
+// WriteChartValues writes plugins in the Helm chart's values form: the
+// drivers map of examples/deploy/chart/dranode/values.yaml with the path
+// and sha256 of each plugin, a values file that Helm merges with the
+// chart's own (helm install -f).
 func WriteChartValues(w io.Writer, ref string, plugins []Plugin) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# SHA-256 of the driver plugins in %s, for the chart's drivers[]\n", ref)
-	b.WriteString("# (Helm replaces a list as a whole: copy each sha256 into your drivers entry)\n")
+	fmt.Fprintf(&b, "# SHA-256 of the driver plugins in %s, for the chart's drivers (helm -f)\n", ref)
 	b.WriteString("drivers:\n")
 	for _, p := range plugins {
-		fmt.Fprintf(&b, "  - name: %s\n    path: %s\n    sha256: %q\n", p.Name, p.Path, p.SHA256)
+		fmt.Fprintf(&b, "  %s:\n    path: %s\n    sha256: %q\n", p.Name, p.Path, p.SHA256)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
