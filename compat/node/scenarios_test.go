@@ -127,6 +127,20 @@ func (c *cluster) startClaimPod(name string) (*corev1.Pod, *resourcev1.ResourceC
 	return p, c.claimOf(p)
 }
 
+// endPods deletes the pods and waits until the kubelet has unprepared every
+// claim: pods gone, no CDI spec left, the agent's record empty.
+func (c *cluster) endPods(why string, pods ...*corev1.Pod) {
+	c.t.Helper()
+	for _, p := range pods {
+		c.deletePod(p.Namespace, p.Name)
+	}
+	for _, p := range pods {
+		c.waitPodGone(p.Namespace, p.Name)
+	}
+	c.waitNoSpecs(why)
+	c.waitRecorded(0)
+}
+
 func (c *cluster) waitNoSpecs(what string) {
 	c.t.Helper()
 	eventually(c, what, func() ([]string, bool) {
@@ -183,10 +197,7 @@ func TestSamplePodSeesItsDevices(t *testing.T) {
 			m[`dranode_record_sweeps_total{result="kubelet-checkpoint-missing"}`], m[`dranode_record_sweeps_total{result="kubelet-checkpoint-unreadable"}`])
 	}
 
-	c.deletePod(p.Namespace, p.Name)
-	c.waitPodGone(p.Namespace, p.Name)
-	c.waitNoSpecs("the claim's CDI spec removed on unprepare")
-	c.waitRecorded(0)
+	c.endPods("the claim's CDI spec removed on unprepare", p)
 	if got := c.metric(fmt.Sprintf("dranode_unprepare_errors_total{driver=%q}", driverName)); got != 0 {
 		t.Errorf("%v unprepare errors", got)
 	}
@@ -244,13 +255,8 @@ func TestAgentPodReplacedWhilePodsRun(t *testing.T) {
 		if err != nil || got.Status.Phase != corev1.PodRunning || got.Status.ContainerStatuses[0].RestartCount != 0 {
 			t.Errorf("pod %s disturbed by the agent's replacement: %v %+v", p.Name, err, got.Status.ContainerStatuses)
 		}
-		c.deletePod(p.Namespace, p.Name)
 	}
-	for _, p := range pods {
-		c.waitPodGone(p.Namespace, p.Name)
-	}
-	c.waitNoSpecs("every claim unprepared by the new agent")
-	c.waitRecorded(0)
+	c.endPods("every claim unprepared by the new agent", pods...)
 	if n := c.metric(fmt.Sprintf("dranode_unprepare_duration_seconds_count{driver=%q}", driverName)); n != 3 {
 		t.Errorf("the new agent unprepared %v claims, want 3", n)
 	}
@@ -289,14 +295,7 @@ func TestKubeletRestartWhilePodsRun(t *testing.T) {
 	if got := c.metric("dranode_claims_recorded"); got != 3 {
 		t.Errorf("record holds %v claims, want 3", got)
 	}
-	for _, p := range pods {
-		c.deletePod(p.Namespace, p.Name)
-	}
-	for _, p := range pods {
-		c.waitPodGone(p.Namespace, p.Name)
-	}
-	c.waitNoSpecs("every claim unprepared after the kubelet restart")
-	c.waitRecorded(0)
+	c.endPods("every claim unprepared after the kubelet restart", pods...)
 }
 
 // Scenario 5: a chart whose sha256 for one plugin does not match the
