@@ -64,7 +64,7 @@ func startClusterWith(t testing.TB, values map[string]any, waitReady bool) *clus
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
-	env := &envtest.Environment{Scheduler: true, ControllerManager: true, APIServerFlags: harness.APIServerFlags()}
+	env := &envtest.Environment{Scheduler: true, ControllerManager: true, Audit: true, APIServerFlags: harness.APIServerFlags()}
 	cfg := envtest.StartT(t, env)
 	// Tests create tens of pods at once: client-go's default 5 requests per
 	// second would make the test's own client the bottleneck it measures.
@@ -272,14 +272,31 @@ func (c *cluster) eventually(what string, check func() (*corev1.Pod, bool), last
 // when sample is empty) with the workload image in place of the sample's.
 func (c *cluster) workloadPod(name, sample string) *corev1.Pod {
 	c.t.Helper()
+	p, err := samplePod(name, sample)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
+// workloadPodSpec is the claim sample's pod under another name.
+func workloadPodSpec(name string) *corev1.Pod {
+	p, err := samplePod(name, podSample)
+	if err != nil {
+		panic(err) // the sample decoded in every other test
+	}
+	return p
+}
+
+func samplePod(name, sample string) (*corev1.Pod, error) {
 	p := &corev1.Pod{}
 	if sample != "" {
 		raw, err := os.ReadFile(filepath.Join(samplesDir, sample))
 		if err != nil {
-			c.t.Fatal(err)
+			return nil, err
 		}
 		if err := yaml.UnmarshalStrict(raw, p); err != nil {
-			c.t.Fatalf("%s: %v", sample, err)
+			return nil, fmt.Errorf("%s: %w", sample, err)
 		}
 	} else {
 		p.Namespace = "default"
@@ -297,7 +314,7 @@ func (c *cluster) workloadPod(name, sample string) *corev1.Pod {
 	p.Spec.HostNetwork = true
 	p.Spec.AutomountServiceAccountToken = new(bool)
 	p.Spec.TerminationGracePeriodSeconds = new(int64)
-	return p
+	return p, nil
 }
 
 // applySample creates the objects of a sample file other than pods.

@@ -1,0 +1,204 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// TestRollingUpgradeWhilePodsComeAndGo upgrades the agent the way the chart
+// ships it — a change of the DaemonSet's pod template, rolled out with
+// maxSurge: 1, maxUnavailable: 0, so the new pod starts beside the old one,
+// which is stopped once the new one is Ready — while 50 pods with claims are
+// started and deleted, at most 10 at a time. No Prepare or Unprepare may
+// fail (the kubelet's events and log say so), and the ResourceSlices are
+// not written at all during the upgrade (the API server's audit log).
+func TestRollingUpgradeWhilePodsComeAndGo(t *testing.T) {
+	c := startCluster(t, gpus(12))
+	c.applySample(claimTemplateSample)
+	old := c.agentPod()
+	kubeletLogStart := fileSize(t, c.node.Dir()+"/kubelet.log")
+
+	churnCtx, stopChurn := context.WithCancel(c.ctx)
+	defer stopChurn()
+	started := make(chan struct{}, 64)
+	churnDone := make(chan error, 1)
+	go func() { churnDone <- churn(churnCtx, c.client, 50, 10, started) }()
+	for range 10 {
+		select {
+		case <-started:
+		case err := <-churnDone:
+			t.Fatalf("churn ended before the upgrade: %v", err)
+		}
+	}
+
+	writesBefore := c.sliceWrites()
+	upgradeStart := time.Now()
+	c.restartDaemonSet()
+	var last string
+	fresh := c.eventually("the new agent pod Ready and the old one gone", func() (*corev1.Pod, bool) {
+		pods, err := c.client.CoreV1().Pods(agentNS).List(c.ctx, metav1.ListOptions{})
+		if err != nil {
+			last = err.Error()
+			return nil, false
+		}
+		var cur *corev1.Pod
+		oldThere := false
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.UID == old.UID {
+				oldThere = true
+			} else if podReady(p) {
+				cur = p
+			}
+		}
+		last = fmt.Sprintf("old there: %v, new ready: %v", oldThere, cur != nil)
+		return cur, cur != nil && !oldThere
+	}, func() string { return last })
+	upgrade := time.Since(upgradeStart)
+	writes := c.sliceWrites() - writesBefore
+	t.Logf("agent pod %s replaced by %s in %s; ResourceSlice writes during the upgrade: %d", old.Name, fresh.Name, upgrade.Round(time.Millisecond), writes)
+	if writes != 0 {
+		t.Errorf("%d ResourceSlice writes during the upgrade, want 0", writes)
+	}
+
+	if err := <-churnDone; err != nil {
+		t.Fatalf("pods with claims during the upgrade: %v", err)
+	}
+	c.waitNoSpecs("every claim unprepared")
+	c.waitRecorded(0)
+	c.checkNoFailedDRACalls(kubeletLogStart)
+}
+
+// churn starts n pods with claims, at most width at a time: each is created,
+// waited for until Running, deleted and waited for until gone. It reports
+// each start on started.
+func churn(ctx context.Context, client kubernetes.Interface, n, width int, started chan<- struct{}) error {
+	sem := make(chan struct{}, width)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := oneClaimPod(ctx, client, fmt.Sprintf("churn-%02d", i), started); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func oneClaimPod(ctx context.Context, client kubernetes.Interface, name string, started chan<- struct{}) error {
+	p := workloadPodSpec(name)
+	if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	for {
+		got, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err == nil && got.Status.Phase == corev1.PodRunning {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s not Running: %v %v", name, err, ctx.Err())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	started <- struct{}{}
+	if err := client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	for {
+		_, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s not gone: %v", name, ctx.Err())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// restartDaemonSet changes the pod template as an upgrade does (as
+// kubectl rollout restart does it).
+func (c *cluster) restartDaemonSet() {
+	c.t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"dranode.test/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	if _, err := c.client.AppsV1().DaemonSets(agentNS).Patch(c.ctx, "dranode-dranode", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// sliceWrites counts the writes to ResourceSlices in the audit log.
+func (c *cluster) sliceWrites() int {
+	c.t.Helper()
+	events, err := c.env.AuditEvents()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events {
+		if e.ObjectRef == nil || e.ObjectRef.Resource != "resourceslices" || e.Stage != "ResponseComplete" {
+			continue
+		}
+		switch e.Verb {
+		case "create", "update", "patch", "delete", "deletecollection":
+			n++
+		}
+	}
+	return n
+}
+
+// draFailure is a kubelet log line about a failed DRA call.
+var draFailure = regexp.MustCompile(`^E.*(?i:prepare dynamic resources|NodePrepareResources|NodeUnprepareResources|DRA driver [^ ]+ is not registered)`)
+
+// checkNoFailedDRACalls looks at what the kubelet says of its calls to the
+// agent: no FailedPrepareDynamicResources event, no error line about DRA
+// in its log since offset.
+func (c *cluster) checkNoFailedDRACalls(offset int64) {
+	c.t.Helper()
+	events, err := c.client.CoreV1().Events("default").List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if strings.Contains(e.Reason, "Prepare") || strings.Contains(e.Reason, "DynamicResources") {
+			c.t.Errorf("kubelet event %s on %s: %s", e.Reason, e.InvolvedObject.Name, e.Message)
+		}
+	}
+	raw, err := os.ReadFile(c.node.Dir() + "/kubelet.log")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(raw[offset:]), "\n") {
+		if draFailure.MatchString(l) {
+			c.t.Errorf("kubelet: %s", l)
+		}
+	}
+}
+
+func fileSize(t testing.TB, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
