@@ -21,12 +21,11 @@ import (
 
 // The device status (KEP-4817) the plugins return is written to the
 // claims' status.devices by a few workers, after the kubelet has its answer:
-// a server-side apply is a round trip to the API server that a Prepare
-// need not wait for (integration/agent BenchmarkPrepareDeviceStatus:
-// on a loaded 2-core machine about 15 ms, as much as the rest of the
-// Prepare). The status is
-// informational, so a write the server refuses is counted and logged, never
-// turned into a failed Prepare or Unprepare.
+// a server-side apply is a round trip to the API server that a Prepare need
+// not wait for (integration/agent BenchmarkPrepareDeviceStatus: about 15 ms
+// on a loaded 2-core machine, as much as the rest of the Prepare). The
+// status is informational, so a write the server refuses is counted and
+// logged, never turned into a failed Prepare or Unprepare.
 
 const (
 	// statusWorkers write concurrently; writes of one claim and driver are
