@@ -33,6 +33,18 @@ func withSecondDriver(cfg *agent.Config) {
 	cfg.Plugins.Drivers = append(cfg.Plugins.Drivers, second)
 }
 
+// clusterWithNode starts a control plane for the test with nodeName's Node
+// and returns its admin config and a client.
+func clusterWithNode(t testing.TB) (*rest.Config, kubernetes.Interface) {
+	t.Helper()
+	restCfg := envtest.StartT(t, &envtest.Environment{})
+	client := kubernetes.NewForConfigOrDie(restCfg)
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return restCfg, client
+}
+
 // twoDriverClaim is allocated one GPU of each driver on nodeName.
 func twoDriverClaim(namespace, name string) *resourcev1.ResourceClaim {
 	c := allocated(namespace, name, "gpu-1")
@@ -101,13 +113,9 @@ func counter(t testing.TB, reg *prometheus.Registry, name string, labels map[str
 // the Prepare, under a field manager per driver, and removes both after
 // the Unprepare; a third party's entries of another driver survive both.
 func TestDeviceStatus(t *testing.T) {
-	restCfg := envtest.StartT(t, &envtest.Environment{})
-	client := kubernetes.NewForConfigOrDie(restCfg)
+	restCfg, client := clusterWithNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	cfg := config(t)
 	withSecondDriver(&cfg)
 	reg := prometheus.NewRegistry()
@@ -171,13 +179,9 @@ func TestDeviceStatus(t *testing.T) {
 // device status) prepares and unprepares as before; each refused write is
 // counted with reason Forbidden and logged.
 func TestDeviceStatusRefused(t *testing.T) {
-	restCfg := envtest.StartT(t, &envtest.Environment{})
-	client := kubernetes.NewForConfigOrDie(restCfg)
+	restCfg, client := clusterWithNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "agent-without-status"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get", "list", "watch"}},
@@ -254,12 +258,8 @@ func TestDeviceStatusRefused(t *testing.T) {
 // server-side apply made synchronously, as a Prepare that wrote the status
 // itself would ("inline"). Each iteration unprepares again, untimed.
 func BenchmarkPrepareDeviceStatus(b *testing.B) {
-	restCfg := envtest.StartT(b, &envtest.Environment{})
-	client := kubernetes.NewForConfigOrDie(restCfg)
+	restCfg, client := clusterWithNode(b)
 	ctx := context.Background()
-	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
 	cfg := config(b)
 	fast := rest.CopyConfig(restCfg)
 	fast.QPS, fast.Burst = 1e6, 1e6 // measure the calls, not the limiter
