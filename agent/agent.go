@@ -73,7 +73,8 @@ type Agent struct {
 	standalone bool
 	plugins    *pluginmgr.Manager
 	metrics    *metrics
-	sweeper    *sweeper // nil when cleanup.interval is 0
+	status     *statusWriter // nil standalone
+	sweeper    *sweeper      // nil when cleanup.interval is 0
 
 	mu       sync.Mutex
 	drivers  map[string]*driver // by DRA driver name
@@ -186,6 +187,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.metrics = newMetrics(a.opts.Registry, a)
+	if !a.standalone {
+		a.status = newStatusWriter(a.client.resource, a.log, a.opts.Registry)
+	}
 
 	a.plugins = pluginmgr.NewManager(pluginmgr.Options{
 		NodeName:    a.cfg.NodeName,
@@ -496,6 +500,9 @@ func (a *Agent) stop() error {
 		}
 	}
 	a.sweeper.stop()
+	if a.status != nil {
+		a.status.stop(a.opts.Registry) // after the last kubelet call: no more writes come
+	}
 	if a.plugins != nil {
 		errs = append(errs, a.plugins.Close())
 	}

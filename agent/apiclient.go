@@ -44,6 +44,8 @@ func init() {
 type apiClient struct {
 	slices sliceclient.Client
 	claims ClaimSource
+	// resource is the resource.k8s.io/v1 client, for claim status writes.
+	resource rest.Interface
 }
 
 // newAPIClient builds the agent's client from rc.
@@ -70,7 +72,8 @@ func newAPIClient(rc *rest.Config) (*apiClient, error) {
 				func() *corev1.Node { return &corev1.Node{} },
 				gentype.PrefersProtobuf[*corev1.Node]()),
 		},
-		claims: APIClaimSource{REST: resource},
+		claims:   APIClaimSource{REST: resource},
+		resource: resource,
 	}, nil
 }
 

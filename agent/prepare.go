@@ -16,6 +16,7 @@ import (
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/claimcache"
 	"github.com/dranode/dranode/pluginmgr"
+	"github.com/dranode/dranode/sliceclient/claimstatus"
 )
 
 // ErrClaimNotUsable is matched by errors for a claim that cannot be prepared
@@ -107,14 +108,16 @@ func (a *Agent) prepareLocked(ctx context.Context, driverName string, req ClaimR
 		timer.phase(phaseRecordStarted, t0)
 	}
 	recorded := map[string][]claimcache.Device{}
+	statuses := map[string][]resourcev1.AllocatedDeviceStatus{}
 	for _, name := range hosted {
-		devs, err := a.prepareDriver(ctx, claim, name, timer)
+		devs, st, err := a.prepareDriver(ctx, claim, name, timer)
 		if err != nil {
 			// The claim stays PrepareStarted: the next Prepare finishes it,
 			// an Unprepare rolls it back.
 			return nil, err
 		}
 		recorded[name] = devs
+		statuses[name] = st
 	}
 	t0 = time.Now()
 	e, err = a.cache.FinishPrepare(req.UID, recorded)
@@ -122,6 +125,13 @@ func (a *Agent) prepareLocked(ctx context.Context, driverName string, req ClaimR
 		return nil, fmt.Errorf("recording claim %s as prepared: %w", ref, err)
 	}
 	timer.phase(phaseRecordPrepared, t0)
+	if a.status != nil {
+		for name, st := range statuses {
+			if len(st) > 0 {
+				a.status.apply(name, claimstatus.Claim{Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}, st)
+			}
+		}
+	}
 	log.Info("Claim prepared", "drivers", hosted)
 	return e.Drivers[driverName], nil
 }
@@ -222,7 +232,9 @@ func selectsNode(alloc *resourcev1.AllocationResult, node string) bool {
 	return !named
 }
 
-// prepareDriver calls one plugin for the claim and writes its CDI spec.
+// prepareDriver calls one plugin for the claim and writes its CDI spec. It
+// returns the devices to record and the status the plugin reported for
+// them, if any.
 //
 // The spec is written without fsync (SpecDir.NoSync): it is derived from
 // the durable record, not part of it. Temp file and rename still make it
@@ -234,7 +246,7 @@ func selectsNode(alloc *resourcev1.AllocationResult, node string) bool {
 // fsyncs per claim (file and directory) bought nothing but latency, and
 // they contend with the record's and the kubelet's own checkpoint fsyncs
 // on the same disk.
-func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceClaim, driverName string, timer *prepareTimer) ([]claimcache.Device, error) {
+func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceClaim, driverName string, timer *prepareTimer) ([]claimcache.Device, []resourcev1.AllocatedDeviceStatus, error) {
 	d := a.driver(driverName)
 	pc := pluginmgr.Claim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
 	alloc := claim.Status.Allocation
@@ -255,24 +267,24 @@ func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceCla
 	results, err := d.plugin.Prepare(ctx, []pluginmgr.Claim{pc})
 	timer.phase(phasePlugin, t0)
 	if err != nil {
-		return nil, fmt.Errorf("driver %s: prepare: %w", driverName, err)
+		return nil, nil, fmt.Errorf("driver %s: prepare: %w", driverName, err)
 	}
 	if len(results) != 1 {
-		return nil, fmt.Errorf("driver %s: prepare returned %d results for 1 claim", driverName, len(results))
+		return nil, nil, fmt.Errorf("driver %s: prepare returned %d results for 1 claim", driverName, len(results))
 	}
 	if results[0].Err != nil {
-		return nil, fmt.Errorf("driver %s: %w", driverName, results[0].Err)
+		return nil, nil, fmt.Errorf("driver %s: %w", driverName, results[0].Err)
 	}
 	spec, devices, err := buildSpec(driverName, string(claim.UID), results[0].Devices, pc.Results)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t0 = time.Now()
 	if _, err := a.specs.Write(spec, string(claim.UID)); err != nil {
-		return nil, fmt.Errorf("driver %s: %w", driverName, err)
+		return nil, nil, fmt.Errorf("driver %s: %w", driverName, err)
 	}
 	timer.phase(phaseCDIWrite, t0)
-	return devices, nil
+	return devices, deviceStatuses(driverName, results[0].Devices, devices), nil
 }
 
 // buildSpec turns a plugin's prepared devices into the claim's CDI spec for
@@ -380,7 +392,7 @@ func (a *Agent) ensureSpecs(ctx context.Context, e claimcache.Entry, timer *prep
 			claim = c
 		}
 		logr.FromContextOrDiscard(ctx).Info("Recreating missing CDI spec", "path", path)
-		if _, err := a.prepareDriver(ctx, claim, driverName, timer); err != nil {
+		if _, _, err := a.prepareDriver(ctx, claim, driverName, timer); err != nil {
 			return err
 		}
 	}
@@ -413,6 +425,11 @@ func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
 	}
 	if err := a.cache.Remove(uid); err != nil {
 		return fmt.Errorf("dropping claim %s from the record: %w", uid, err)
+	}
+	if a.status != nil {
+		for _, name := range names {
+			a.status.clear(name, claimstatus.Claim{Namespace: e.Claim.Namespace, Name: e.Claim.Name, UID: types.UID(uid)})
+		}
 	}
 	logr.FromContextOrDiscard(ctx).Info("Claim unprepared", "claimUID", uid, "drivers", names)
 	return nil

@@ -82,9 +82,13 @@ func (p *Plugin) Unprepare(ctx context.Context, claims []PreparedClaim) ([]Unpre
 	if err != nil {
 		return nil, err
 	}
+	wire, err := preparedClaimsToWire(claims)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q Unprepare: %w", p.cfg.Name, err)
+	}
 	ctx, cancel := p.callContext(ctx)
 	defer cancel()
-	resp, err := inst.rpc.Unprepare(ctx, &pb.UnprepareRequest{Claims: preparedClaimsToWire(claims)})
+	resp, err := inst.rpc.Unprepare(ctx, &pb.UnprepareRequest{Claims: wire})
 	if err != nil {
 		return nil, p.callError("Unprepare", ctx, inst, err)
 	}

@@ -3,6 +3,7 @@ package pluginmgr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/hashicorp/go-hclog"
@@ -154,8 +155,8 @@ func (s *server) Prepare(ctx context.Context, req *pb.PrepareRequest) (*pb.Prepa
 		out := &pb.ClaimPrepareResult{Uid: string(r.ClaimUID)}
 		if r.Err != nil {
 			out.Error = r.Err.Error()
-		} else {
-			out.Devices = devicesToWire(r.Devices)
+		} else if out.Devices, err = devicesToWire(r.Devices); err != nil {
+			return nil, status.Error(codes.Internal, fmt.Sprintf("claim %s: %v", r.ClaimUID, err))
 		}
 		resp.Claims[i] = out
 	}
@@ -163,7 +164,11 @@ func (s *server) Prepare(ctx context.Context, req *pb.PrepareRequest) (*pb.Prepa
 }
 
 func (s *server) Unprepare(ctx context.Context, req *pb.UnprepareRequest) (*pb.UnprepareResponse, error) {
-	results, err := s.driver.Unprepare(ctx, preparedClaimsFromWire(req.GetClaims()))
+	claims, err := preparedClaimsFromWire(req.GetClaims())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	results, err := s.driver.Unprepare(ctx, claims)
 	if err != nil {
 		return nil, driverError("Unprepare", err)
 	}

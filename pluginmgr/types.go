@@ -51,6 +51,13 @@ type PreparedDevice struct {
 	Device   string
 	Requests []string
 	Edits    ContainerEdits
+	// Status, when not nil, is what the host publishes for this device in
+	// the ResourceClaim's status.devices (KEP-4817): the driver sets
+	// Conditions, Data and NetworkData; the host fills in Driver, Pool,
+	// Device and ShareID, so whatever the driver puts there is ignored.
+	// Nil publishes nothing. Only Prepare results carry it; Unprepare hands
+	// devices back without it.
+	Status *resourcev1.AllocatedDeviceStatus
 }
 
 // ContainerEdits are the CDI container edits of one device.

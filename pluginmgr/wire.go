@@ -119,23 +119,39 @@ func claimsFromWire(in []*pb.Claim) ([]Claim, error) {
 	return out, nil
 }
 
-func devicesToWire(devs []PreparedDevice) []*pb.PreparedDevice {
+func devicesToWire(devs []PreparedDevice) ([]*pb.PreparedDevice, error) {
 	out := make([]*pb.PreparedDevice, len(devs))
 	for i, d := range devs {
 		out[i] = &pb.PreparedDevice{Pool: d.Pool, Device: d.Device, Requests: d.Requests, Edits: editsToWire(d.Edits)}
+		if d.Status != nil {
+			b, err := d.Status.Marshal()
+			if err != nil {
+				return nil, fmt.Errorf("encoding the status of device %s/%s: %w", d.Pool, d.Device, err)
+			}
+			out[i].Status = b
+		}
 	}
-	return out
+	return out, nil
 }
 
-func devicesFromWire(in []*pb.PreparedDevice) []PreparedDevice {
+// devicesFromWire decodes prepared devices. An empty status is no status:
+// plugins built before the field existed never send it.
+func devicesFromWire(in []*pb.PreparedDevice) ([]PreparedDevice, error) {
 	if len(in) == 0 {
-		return nil
+		return nil, nil
 	}
 	out := make([]PreparedDevice, len(in))
 	for i, d := range in {
 		out[i] = PreparedDevice{Pool: d.GetPool(), Device: d.GetDevice(), Requests: d.GetRequests(), Edits: editsFromWire(d.GetEdits())}
+		if raw := d.GetStatus(); len(raw) > 0 {
+			var st resourcev1.AllocatedDeviceStatus
+			if err := st.Unmarshal(raw); err != nil {
+				return nil, fmt.Errorf("%w: decoding the status of device %s/%s: %v", ErrInvalidResponse, d.GetPool(), d.GetDevice(), err)
+			}
+			out[i].Status = &st
+		}
 	}
-	return out
+	return out, nil
 }
 
 func optional[T any](v T, set bool) *T {
@@ -193,20 +209,28 @@ func editsFromWire(in *pb.ContainerEdits) ContainerEdits {
 	return out
 }
 
-func preparedClaimsToWire(claims []PreparedClaim) []*pb.PreparedClaim {
+func preparedClaimsToWire(claims []PreparedClaim) ([]*pb.PreparedClaim, error) {
 	out := make([]*pb.PreparedClaim, len(claims))
 	for i, c := range claims {
-		out[i] = &pb.PreparedClaim{Uid: string(c.UID), Namespace: c.Namespace, Name: c.Name, Devices: devicesToWire(c.Devices)}
+		devices, err := devicesToWire(c.Devices)
+		if err != nil {
+			return nil, fmt.Errorf("claim %s: %w", c.UID, err)
+		}
+		out[i] = &pb.PreparedClaim{Uid: string(c.UID), Namespace: c.Namespace, Name: c.Name, Devices: devices}
 	}
-	return out
+	return out, nil
 }
 
-func preparedClaimsFromWire(in []*pb.PreparedClaim) []PreparedClaim {
+func preparedClaimsFromWire(in []*pb.PreparedClaim) ([]PreparedClaim, error) {
 	out := make([]PreparedClaim, len(in))
 	for i, c := range in {
-		out[i] = PreparedClaim{UID: types.UID(c.GetUid()), Namespace: c.GetNamespace(), Name: c.GetName(), Devices: devicesFromWire(c.GetDevices())}
+		devices, err := devicesFromWire(c.GetDevices())
+		if err != nil {
+			return nil, fmt.Errorf("claim %s: %w", c.GetUid(), err)
+		}
+		out[i] = PreparedClaim{UID: types.UID(c.GetUid()), Namespace: c.GetNamespace(), Name: c.GetName(), Devices: devices}
 	}
-	return out
+	return out, nil
 }
 
 // prepareResultsFromWire matches the plugin's answers to the request.
@@ -217,10 +241,15 @@ func prepareResultsFromWire(claims []Claim, in []*pb.ClaimPrepareResult) ([]Prep
 	}
 	out := make([]PrepareResult, len(claims))
 	for i, r := range answers {
-		out[i] = PrepareResult{ClaimUID: uids[i], Devices: devicesFromWire(r.GetDevices())}
 		if r.GetError() != "" {
 			out[i] = PrepareResult{ClaimUID: uids[i], Err: &ClaimError{ClaimUID: string(uids[i]), Message: r.GetError()}}
+			continue
 		}
+		devices, err := devicesFromWire(r.GetDevices())
+		if err != nil {
+			return nil, fmt.Errorf("claim %s: %w", uids[i], err)
+		}
+		out[i] = PrepareResult{ClaimUID: uids[i], Devices: devices}
 	}
 	return out, nil
 }

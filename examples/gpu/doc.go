@@ -59,6 +59,12 @@
 // so that a container with GPUs of two instances sees all of them. Driver
 // names that differ only in "." against "-" map to the same variables.
 //
+// # Device status
+//
+// Each prepared GPU reports a status (KEP-4817), which the agent writes to
+// the claim's status.devices: a Ready condition (reason Prepared) and, as
+// opaque data, {"uuid": "<uuid>", "model": "<model>"}.
+//
 // # Time-slicing
 //
 // Opaque configuration of kind gpu.example.com/v1 GpuConfig selects

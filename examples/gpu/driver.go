@@ -19,6 +19,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
@@ -472,12 +474,33 @@ func prepareClaim(cfg config, c pluginmgr.Claim) ([]pluginmgr.PreparedDevice, er
 					Path: containerPath(cfg, i), HostPath: cfg.HostDeviceNode,
 				}},
 			},
+			Status: deviceStatus(cfg, i),
 		})
 	}
 	if len(devices) == 0 {
 		return nil, fmt.Errorf("claim %s/%s has no devices of driver %s", c.Namespace, c.Name, cfg.DriverName)
 	}
 	return devices, nil
+}
+
+// statusData is the opaque data of a prepared GPU's status in the claim.
+type statusData struct {
+	UUID  string `json:"uuid"`
+	Model string `json:"model"`
+}
+
+// deviceStatus is what the agent publishes for a prepared GPU in the
+// claim's status.devices: Ready, with its UUID and model, which a user
+// reads with kubectl instead of from inside the container.
+func deviceStatus(cfg config, i int) *resourcev1.AllocatedDeviceStatus {
+	data, _ := json.Marshal(statusData{UUID: deviceUUID(cfg.DriverName, i), Model: cfg.Model}) // strings only: cannot fail
+	return &resourcev1.AllocatedDeviceStatus{
+		Conditions: []metav1.Condition{{
+			Type: "Ready", Status: metav1.ConditionTrue, Reason: "Prepared",
+			Message: "the GPU is prepared for the claim", LastTransitionTime: metav1.Now(),
+		}},
+		Data: &runtime.RawExtension{Raw: data},
+	}
 }
 
 // parentRequest maps "request/subrequest" (prioritized lists) to "request":

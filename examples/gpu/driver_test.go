@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"google.golang.org/protobuf/proto"
@@ -184,6 +187,16 @@ func TestPrepareEdits(t *testing.T) {
 			for i, dev := range res[0].Devices {
 				if !slices.Equal(dev.Edits.Env, tt.wantEnv[i]) {
 					t.Errorf("device %s env = %v, want %v", dev.Device, dev.Edits.Env, tt.wantEnv[i])
+				}
+				// The claim's status shows the GPU ready, with its UUID.
+				idx, _ := strconv.Atoi(strings.TrimPrefix(dev.Device, "gpu-"))
+				st := dev.Status
+				if st == nil || len(st.Conditions) != 1 || st.Conditions[0].Type != "Ready" || st.Conditions[0].Status != metav1.ConditionTrue || st.Data == nil {
+					t.Fatalf("device %s status = %+v, want Ready with data", dev.Device, st)
+				}
+				var data statusData
+				if err := json.Unmarshal(st.Data.Raw, &data); err != nil || data.UUID != deviceUUID("gpu.example.com", idx) || data.Model != "Example GPU 40G" {
+					t.Errorf("device %s status data %s (%v), want its UUID and model", dev.Device, st.Data.Raw, err)
 				}
 				node := dev.Edits.DeviceNodes[0]
 				if node.HostPath != "/dev/null" || node.Path != "/dev/"+strings.Replace(dev.Device, "-", "", 1) {

@@ -3,15 +3,19 @@ package conformance
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dranode/dranode/inventory"
@@ -69,7 +73,8 @@ func Run(t testing.TB, p *pluginmgr.Plugin, opts Options) {
 	}
 	first := prepare(t, call, p, claim, "first Prepare")
 	second := prepare(t, call, p, claim, "repeated Prepare")
-	if first != nil && second != nil && !reflect.DeepEqual(first, second) {
+	// A status condition's transition time may be the time of the call.
+	if first != nil && second != nil && !reflect.DeepEqual(withoutTransitionTimes(first), withoutTransitionTimes(second)) {
 		t.Errorf("conformance: Prepare is not idempotent: first %+v, then %+v", first, second)
 	}
 	for _, d := range first {
@@ -78,6 +83,9 @@ func Run(t testing.TB, p *pluginmgr.Plugin, opts Options) {
 		}
 		for _, e := range validateEdits(d.Edits) {
 			t.Errorf("conformance: Prepare: device %s: %s", d.Device, e)
+		}
+		for _, e := range validateStatus(d.Status) {
+			t.Errorf("conformance: Prepare: device %s: status: %s", d.Device, e)
 		}
 	}
 	if len(first) == 0 {
@@ -188,6 +196,73 @@ func validateEdits(e pluginmgr.ContainerEdits) []string {
 	for _, h := range e.Hooks {
 		if h.HookName == "" || !path.IsAbs(h.Path) {
 			errs = append(errs, fmt.Sprintf("hook %q needs a name and an absolute path (got %q)", h.HookName, h.Path))
+		}
+	}
+	return errs
+}
+
+// withoutTransitionTimes is a copy of devs with the status conditions'
+// lastTransitionTime cleared.
+func withoutTransitionTimes(devs []pluginmgr.PreparedDevice) []pluginmgr.PreparedDevice {
+	out := slices.Clone(devs)
+	for i := range out {
+		if out[i].Status == nil {
+			continue
+		}
+		st := out[i].Status.DeepCopy()
+		for j := range st.Conditions {
+			st.Conditions[j].LastTransitionTime = metav1.Time{}
+		}
+		out[i].Status = st
+	}
+	return out
+}
+
+// validateStatus checks what the API server would refuse in a device
+// status (resource.k8s.io/v1 validation of status.devices, v1.37): at most
+// 8 conditions, each with type, status, reason and a transition time;
+// data a JSON object of at most 10 KiB; an interface name of at most 256
+// bytes, at most 16 IPs in CIDR notation, a hardware address of at most
+// 128 bytes.
+func validateStatus(st *resourcev1.AllocatedDeviceStatus) []string {
+	if st == nil {
+		return nil
+	}
+	var errs []string
+	if len(st.Conditions) > 8 {
+		errs = append(errs, fmt.Sprintf("%d conditions, at most 8", len(st.Conditions)))
+	}
+	for i, c := range st.Conditions {
+		if c.Type == "" || c.Reason == "" || c.LastTransitionTime.IsZero() {
+			errs = append(errs, fmt.Sprintf("condition %d: type, reason and lastTransitionTime are required", i))
+		}
+		if c.Status != metav1.ConditionTrue && c.Status != metav1.ConditionFalse && c.Status != metav1.ConditionUnknown {
+			errs = append(errs, fmt.Sprintf("condition %d: status %q, want True, False or Unknown", i, c.Status))
+		}
+	}
+	if st.Data != nil {
+		var obj map[string]any
+		if err := json.Unmarshal(st.Data.Raw, &obj); err != nil || obj == nil {
+			errs = append(errs, fmt.Sprintf("data is not a JSON object: %q", st.Data.Raw))
+		}
+		if len(st.Data.Raw) > 10*1024 {
+			errs = append(errs, fmt.Sprintf("data is %d bytes, at most 10 KiB", len(st.Data.Raw)))
+		}
+	}
+	if n := st.NetworkData; n != nil {
+		if len(n.InterfaceName) > 256 {
+			errs = append(errs, "networkData.interfaceName is longer than 256 bytes")
+		}
+		if len(n.HardwareAddress) > 128 {
+			errs = append(errs, "networkData.hardwareAddress is longer than 128 bytes")
+		}
+		if len(n.IPs) > 16 {
+			errs = append(errs, fmt.Sprintf("networkData.ips has %d entries, at most 16", len(n.IPs)))
+		}
+		for _, ip := range n.IPs {
+			if _, err := netip.ParsePrefix(ip); err != nil {
+				errs = append(errs, fmt.Sprintf("networkData.ips: %q is not in CIDR notation", ip))
+			}
 		}
 	}
 	return errs

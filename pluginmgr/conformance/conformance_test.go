@@ -26,9 +26,9 @@ func TestMain(m *testing.M) {
 	})
 }
 
-func launch(t *testing.T, path string) *pluginmgr.Plugin {
+func launch(t *testing.T, path string, config ...byte) *pluginmgr.Plugin {
 	t.Helper()
-	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{Path: path, SHA256: testbin.SHA256(path)},
+	p, err := pluginmgr.Launch(context.Background(), pluginmgr.PluginConfig{Path: path, SHA256: testbin.SHA256(path), Config: config},
 		pluginmgr.Options{Logger: hclog.NewNullLogger(), StartTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -85,9 +85,13 @@ func record(t testing.TB, p *pluginmgr.Plugin) *recorder {
 }
 
 func TestGoodPluginPasses(t *testing.T) {
-	rec := record(t, launch(t, goodPlugin))
-	if rec.Failed() {
-		t.Errorf("the kit failed a conforming plugin:\n%s", strings.Join(rec.messages, "\n"))
+	for _, config := range []string{"", `{"status":true}`} {
+		t.Run("config="+config, func(t *testing.T) {
+			rec := record(t, launch(t, goodPlugin, []byte(config)...))
+			if rec.Failed() {
+				t.Errorf("the kit failed a conforming plugin:\n%s", strings.Join(rec.messages, "\n"))
+			}
+		})
 	}
 }
 
@@ -110,6 +114,10 @@ func TestBrokenPluginFails(t *testing.T) {
 		`env entry "NOEQUALS" is not NAME=VALUE`,
 		`device node path "dev/gpu0" is not absolute`,
 		`Unprepare of a claim never prepared`,
+		`status: condition 0: type, reason and lastTransitionTime are required`,
+		`status: condition 0: status "Yes", want True, False or Unknown`,
+		`status: data is not a JSON object: "[1]"`,
+		`status: networkData.ips: "10.0.0.1" is not in CIDR notation`,
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the kit did not report %q; it reported:\n%s", want, all)

@@ -36,8 +36,23 @@ func Main(m *testing.M, pkgs map[string]*string) {
 // the test's directory) into dir/name, alone (GOWORK=off) as the module is
 // tested, and returns the binary's path.
 func Build(dir, name, pkg string) (string, error) {
+	return BuildIn("", dir, name, pkg)
+}
+
+// BuildIn is Build run in the directory src (the test's directory when
+// empty), for plugins built from another copy of the module, such as a
+// released version.
+func BuildIn(src, dir, name, pkg string) (string, error) {
 	out := filepath.Join(dir, name)
+	if !filepath.IsAbs(out) {
+		abs, err := filepath.Abs(out)
+		if err != nil {
+			return "", err
+		}
+		out = abs
+	}
 	build := exec.Command("go", "build", "-o", out, pkg)
+	build.Dir = src
 	build.Env = append(os.Environ(), "GOWORK=off")
 	if msg, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, msg)

@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/go-plugin"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/dranode/dranode/inventory"
@@ -38,6 +40,9 @@ type Config struct {
 	// PanicIn names a call ("Prepare") that panics, which ends the
 	// process with the Go runtime's panic message on stderr.
 	PanicIn string `json:"panicIn"`
+	// Status makes Prepare report a status (KEP-4817) for every device: a
+	// Ready condition and the device name as opaque data.
+	Status bool `json:"status"`
 }
 
 // Driver is the test driver; the zero value is ready for Configure.
@@ -149,10 +154,26 @@ func (d *Driver) Prepare(ctx context.Context, claims []pluginmgr.Claim) ([]plugi
 					Env:         []string{"TEST_DEVICE=" + r.Device},
 					DeviceNodes: []pluginmgr.DeviceNode{{Path: "/dev/" + r.Device, FileMode: ptr.To(uint32(0o660))}},
 				},
+				Status: d.status(r.Device),
 			})
 		}
 	}
 	return out, nil
+}
+
+// status is the device's status when the configuration asks for one.
+func (d *Driver) status(device string) *resourcev1.AllocatedDeviceStatus {
+	if !d.cfg.Status {
+		return nil
+	}
+	return &resourcev1.AllocatedDeviceStatus{
+		Conditions: []metav1.Condition{{
+			Type: "Ready", Status: metav1.ConditionTrue, Reason: "Prepared",
+			LastTransitionTime: metav1.NewTime(time.Unix(1700000000, 0).UTC()),
+		}},
+		Data:        &runtime.RawExtension{Raw: []byte(`{"device":"` + device + `"}`)},
+		NetworkData: &resourcev1.NetworkDeviceData{InterfaceName: "net-" + device, IPs: []string{"10.9.8.7/24"}},
+	}
 }
 
 func (d *Driver) Unprepare(_ context.Context, claims []pluginmgr.PreparedClaim) ([]pluginmgr.UnprepareResult, error) {

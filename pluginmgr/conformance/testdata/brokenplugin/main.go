@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/dranode/dranode/inventory"
@@ -62,6 +64,11 @@ func (b *broken) Prepare(_ context.Context, claims []pluginmgr.Claim) ([]pluginm
 		out[i] = pluginmgr.PrepareResult{ClaimUID: c.UID, Devices: []pluginmgr.PreparedDevice{{
 			Pool: c.Results[0].Pool, Device: c.Results[0].Device, Requests: []string{c.Results[0].Request},
 			Edits: pluginmgr.ContainerEdits{Env: []string{fmt.Sprintf("CALL=%d", n), "NOEQUALS"}, DeviceNodes: []pluginmgr.DeviceNode{{Path: "dev/gpu0"}}},
+			Status: &resourcev1.AllocatedDeviceStatus{
+				Conditions:  []metav1.Condition{{Type: "Ready", Status: "Yes"}},
+				Data:        &runtime.RawExtension{Raw: []byte(`[1]`)},
+				NetworkData: &resourcev1.NetworkDeviceData{IPs: []string{"10.0.0.1"}},
+			},
 		}}}
 	}
 	return out, nil

@@ -660,8 +660,15 @@ type PreparedDevice struct {
 	Pool   string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
 	Device string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
 	// The requests of the claim this device was allocated for.
-	Requests      []string        `protobuf:"bytes,3,rep,name=requests,proto3" json:"requests,omitempty"`
-	Edits         *ContainerEdits `protobuf:"bytes,4,opt,name=edits,proto3" json:"edits,omitempty"`
+	Requests []string        `protobuf:"bytes,3,rep,name=requests,proto3" json:"requests,omitempty"`
+	Edits    *ContainerEdits `protobuf:"bytes,4,opt,name=edits,proto3" json:"edits,omitempty"`
+	// Optional: the device's status for the claim's status.devices
+	// (KEP-4817), a resource.k8s.io/v1 AllocatedDeviceStatus in Kubernetes
+	// protobuf encoding. The plugin sets conditions, data and networkData;
+	// the host fills in driver, pool, device and shareID. Empty: no status
+	// (what plugins built before this field send). Only Prepare answers
+	// carry it.
+	Status        []byte `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -720,6 +727,13 @@ func (x *PreparedDevice) GetRequests() []string {
 func (x *PreparedDevice) GetEdits() *ContainerEdits {
 	if x != nil {
 		return x.Edits
+	}
+	return nil
+}
+
+func (x *PreparedDevice) GetStatus() []byte {
+	if x != nil {
+		return x.Status
 	}
 	return nil
 }
@@ -1471,12 +1485,13 @@ const file_dranode_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x12ClaimPrepareResult\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12;\n" +
 	"\adevices\x18\x02 \x03(\v2!.dranode.plugin.v1.PreparedDeviceR\adevices\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\x91\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xa9\x01\n" +
 	"\x0ePreparedDevice\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x1a\n" +
 	"\brequests\x18\x03 \x03(\tR\brequests\x127\n" +
-	"\x05edits\x18\x04 \x01(\v2!.dranode.plugin.v1.ContainerEditsR\x05edits\"\xc5\x01\n" +
+	"\x05edits\x18\x04 \x01(\v2!.dranode.plugin.v1.ContainerEditsR\x05edits\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\fR\x06status\"\xc5\x01\n" +
 	"\x0eContainerEdits\x12\x10\n" +
 	"\x03env\x18\x01 \x03(\tR\x03env\x12@\n" +
 	"\fdevice_nodes\x18\x02 \x03(\v2\x1d.dranode.plugin.v1.DeviceNodeR\vdeviceNodes\x120\n" +
