@@ -189,6 +189,33 @@ func TestSamplePodSeesItsDevices(t *testing.T) {
 	}
 
 	checkOneLogFormat(t, c)
+	// The agent writes the plugin's device status into the claim
+	// (KEP-4817) with the chart's RBAC: its service account's token is
+	// bound to this node, which the per-driver check requires.
+	var lastStatus string
+	eventually(c, "the device status in the claim", func() (struct{}, bool) {
+		got, err := c.client.ResourceV1().ResourceClaims(claim.Namespace).Get(c.ctx, claim.Name, metav1.GetOptions{})
+		if err != nil {
+			lastStatus = err.Error()
+			return struct{}{}, false
+		}
+		lastStatus = fmt.Sprintf("%+v", got.Status.Devices)
+		for _, d := range got.Status.Devices {
+			if d.Driver == driverName && d.Device == allocated && len(d.Conditions) > 0 {
+				return struct{}{}, true
+			}
+		}
+		return struct{}{}, false
+	}, func() string {
+		m, _ := c.metrics()
+		var errs []string
+		for k, v := range m {
+			if strings.HasPrefix(k, "dranode_claim_status_write") {
+				errs = append(errs, fmt.Sprint(k, "=", v))
+			}
+		}
+		return fmt.Sprintf("%s; %v", lastStatus, errs)
+	})
 	// The chart mounts the kubelet's root where the agent looks for the
 	// kubelet's DRA checkpoint: the leftover sweep reads it.
 	if got := c.metric(`dranode_record_sweeps_total{result="swept"}`); got < 1 {
