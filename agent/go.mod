@@ -3,12 +3,12 @@ module github.com/dranode/dranode/agent
 go 1.26.0
 
 require (
-	github.com/dranode/dranode/cdi v0.1.0
-	github.com/dranode/dranode/checkpoint v0.1.0
-	github.com/dranode/dranode/claimcache v0.1.0
-	github.com/dranode/dranode/inventory v0.1.0
-	github.com/dranode/dranode/pluginmgr v0.1.0
-	github.com/dranode/dranode/sliceclient v0.1.0
+	github.com/dranode/dranode/cdi v0.2.0
+	github.com/dranode/dranode/checkpoint v0.2.0
+	github.com/dranode/dranode/claimcache v0.2.0
+	github.com/dranode/dranode/inventory v0.2.0
+	github.com/dranode/dranode/pluginmgr v0.2.0
+	github.com/dranode/dranode/sliceclient v0.2.0
 	github.com/go-logr/logr v1.4.3
 	github.com/go-viper/mapstructure/v2 v2.4.0
 	github.com/hashicorp/go-hclog v1.6.3

@@ -3,8 +3,8 @@ module github.com/dranode/dranode/examples
 go 1.26.0
 
 require (
-	github.com/dranode/dranode/inventory v0.1.0
-	github.com/dranode/dranode/pluginmgr v0.1.0
+	github.com/dranode/dranode/inventory v0.2.0
+	github.com/dranode/dranode/pluginmgr v0.2.0
 	github.com/hashicorp/go-hclog v1.6.3
 	google.golang.org/protobuf v1.36.12
 	k8s.io/api v0.37.2

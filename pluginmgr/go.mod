@@ -3,7 +3,7 @@ module github.com/dranode/dranode/pluginmgr
 go 1.26.0
 
 require (
-	github.com/dranode/dranode/inventory v0.1.0
+	github.com/dranode/dranode/inventory v0.2.0
 	github.com/go-logr/logr v1.4.3
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-plugin v1.8.0

@@ -3,8 +3,8 @@ module github.com/dranode/dranode/sliceclient
 go 1.26.0
 
 require (
-	github.com/dranode/dranode/checkpoint v0.1.0
-	github.com/dranode/dranode/inventory v0.1.0
+	github.com/dranode/dranode/checkpoint v0.2.0
+	github.com/dranode/dranode/inventory v0.2.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2

@@ -3,10 +3,10 @@ module github.com/dranode/dranode/tools
 go 1.26.0
 
 require (
-	github.com/dranode/dranode/cdi v0.1.0
-	github.com/dranode/dranode/checkpoint v0.1.0
-	github.com/dranode/dranode/claimcache v0.1.0
-	github.com/dranode/dranode/pluginmgr v0.1.0
+	github.com/dranode/dranode/cdi v0.2.0
+	github.com/dranode/dranode/checkpoint v0.2.0
+	github.com/dranode/dranode/claimcache v0.2.0
+	github.com/dranode/dranode/pluginmgr v0.2.0
 	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/spf13/cobra v1.10.2
@@ -20,7 +20,7 @@ require (
 
 require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
-	github.com/dranode/dranode/inventory v0.1.0 // indirect
+	github.com/dranode/dranode/inventory v0.2.0 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect

@@ -3,7 +3,7 @@ module github.com/dranode/dranode/compat/kubelet
 go 1.26.0
 
 require (
-	github.com/dranode/dranode/checkpoint v0.1.0
+	github.com/dranode/dranode/checkpoint v0.2.0
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af
 	k8s.io/api v0.37.1
 	k8s.io/apimachinery v0.37.1

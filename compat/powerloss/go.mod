@@ -3,9 +3,9 @@ module github.com/dranode/dranode/compat/powerloss
 go 1.26.0
 
 require (
-	github.com/dranode/dranode/cdi v0.1.0
-	github.com/dranode/dranode/checkpoint v0.1.0
-	github.com/dranode/dranode/claimcache v0.1.0
+	github.com/dranode/dranode/cdi v0.2.0
+	github.com/dranode/dranode/checkpoint v0.2.0
+	github.com/dranode/dranode/claimcache v0.2.0
 	github.com/hanwen/go-fuse/v2 v2.12.1
 )
 

@@ -10,8 +10,8 @@ replace (
 )
 
 require (
-	github.com/dranode/dranode/inventory v0.1.0
-	github.com/dranode/dranode/sliceclient v0.1.0
+	github.com/dranode/dranode/inventory v0.2.0
+	github.com/dranode/dranode/sliceclient v0.2.0
 	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -22,7 +22,7 @@ require (
 
 require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
-	github.com/dranode/dranode/checkpoint v0.1.0 // indirect
+	github.com/dranode/dranode/checkpoint v0.2.0 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect

@@ -3,10 +3,10 @@ module github.com/dranode/dranode/examples/piecemeal-driver
 go 1.26.0
 
 require (
-	github.com/dranode/dranode/cdi v0.1.0
-	github.com/dranode/dranode/claimcache v0.1.0
-	github.com/dranode/dranode/inventory v0.1.0
-	github.com/dranode/dranode/sliceclient v0.1.0
+	github.com/dranode/dranode/cdi v0.2.0
+	github.com/dranode/dranode/claimcache v0.2.0
+	github.com/dranode/dranode/inventory v0.2.0
+	github.com/dranode/dranode/sliceclient v0.2.0
 	github.com/go-logr/logr v1.4.3
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -18,7 +18,7 @@ require (
 
 require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
-	github.com/dranode/dranode/checkpoint v0.1.0 // indirect
+	github.com/dranode/dranode/checkpoint v0.2.0 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
