@@ -491,12 +491,20 @@ func (a *Agent) Stop() error {
 }
 
 func (a *Agent) stop() error {
-	a.stopping.Store(true)
 	var errs []error
 	drivers := a.sortedDrivers()
 	for _, d := range drivers {
 		d.stopRegistration()
 	}
+	if a.cfg.Kubelet.InstanceID != "" && a.started && len(drivers) > 0 {
+		// The kubelet keeps calling this instance until its plugin
+		// watcher notices the registration socket is gone (its
+		// reconciler runs every second); after a kubelet restart this
+		// may be the instance it prefers. Answer those calls rather than
+		// fail them: another instance serves once the kubelet moved on.
+		time.Sleep(unregisterGrace)
+	}
+	a.stopping.Store(true)
 	done := make(chan struct{})
 	go func() {
 		for _, d := range drivers {

@@ -41,6 +41,11 @@ const (
 	startLock = "handover.lock"
 )
 
+// unregisterGrace is how long an instance with an instance ID keeps
+// serving its DRA socket after removing its registration socket at Stop:
+// twice the period of the kubelet plugin watcher's reconciler.
+const unregisterGrace = 2 * time.Second
+
 // ErrNotHolder is the hand-over's answer of an instance that does not hold
 // the claim record (any more).
 var ErrNotHolder = errors.New("this agent instance does not hold the claim record")

@@ -57,9 +57,11 @@ func startLoad(n *node, pods []*corev1.Pod, workers int) *load {
 // cycle starts the pod (prepare) and stops it (unprepare), as the kubelet
 // does for a pod that comes and goes.
 func (l *load) cycle(p *corev1.Pod) {
-	k := l.n.Kubelet()
+	// The kubelet is looked up under the pause lock: a test restarts it
+	// while the load is paused.
 	l.pause.RLock()
-	l.n.Kubelet().SetActive(p, true)
+	k := l.n.Kubelet()
+	k.SetActive(p, true)
 	err := k.DRA.PrepareResources(l.n.ctx, p)
 	l.pause.RUnlock()
 	l.prepares.Add(1)
@@ -68,7 +70,8 @@ func (l *load) cycle(p *corev1.Pod) {
 		return
 	}
 	l.pause.RLock()
-	l.n.Kubelet().SetActive(p, false)
+	k = l.n.Kubelet()
+	k.SetActive(p, false)
 	err = k.DRA.UnprepareResources(l.n.ctx, p)
 	l.pause.RUnlock()
 	l.unpreps.Add(1)
@@ -249,4 +252,95 @@ func counterSum(m map[string]*dto.MetricFamily, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// startInstance starts another instance of the node's agent and waits
+// until it is ready (holds the record, registered).
+func startInstance(t *testing.T, n *node, id string) *harness.Agent {
+	t.Helper()
+	a, err := n.agent.NewInstance(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WaitReady(n.ctx, 2*time.Minute); err != nil {
+		t.Fatalf("%s: %v\n%s", id, err, a.LogTail(30))
+	}
+	return a
+}
+
+// Three instances in a row, and the kubelet restarted while all three run
+// (it registers them in random order, so any may be "most recent"): every
+// call succeeds whichever instance the kubelet picks, and stopping the two
+// old ones leaves the third serving.
+func TestUpgradeThreeInstancesAndKubeletRestart(t *testing.T) {
+	n, l := upgradeNode(t)
+	second := startInstance(t, n, "instance-2")
+	l.waitCalls(t, 50)
+	third := startInstance(t, n, "instance-3")
+	l.waitCalls(t, 50)
+	if ready, _ := second.Ready(n.ctx); ready {
+		t.Error("instance-2 is still ready after handing the record to instance-3")
+	}
+
+	l.pause.Lock()
+	n.StopKubelet()
+	n.StartKubelet()
+	n.WaitRegistered(gpuDriver, third.Process)
+	l.pause.Unlock()
+	l.waitCalls(t, 100)
+
+	// After a restart the kubelet may prefer an old instance (random
+	// registration order) until its plugin watcher sees that instance's
+	// registration socket go; it then closes its own connection, and a
+	// call it has in flight on it fails (Canceled, on the kubelet's
+	// side). The old instances are stopped between calls here: each keeps
+	// answering (forwarding) for unregisterGrace after its registration
+	// socket is gone, which the kubelet's reconciler needs to move on.
+	l.pause.Lock()
+	n.agent.Stop()
+	second.Stop()
+	l.pause.Unlock()
+	l.waitCalls(t, 100)
+	l.finish(t)
+	if err := third.WaitReady(n.ctx, time.Minute); err != nil {
+		t.Error(err)
+	}
+}
+
+// A new instance that fails its start after it took the record over (here:
+// a kubeconfig that does not exist) releases the record by exiting; the old
+// instance takes it back, and no call fails.
+func TestUpgradeNewInstanceFailsStart(t *testing.T) {
+	n, l := upgradeNode(t)
+	bad, err := n.agent.NewInstance("instance-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bad.Stop)
+	if err := bad.PatchConfig(map[string]any{"kubeconfig": "/nonexistent/kubeconfig"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-bad.Exited()
+	if !strings.Contains(bad.Log(), "The previous instance released the claim record") {
+		t.Fatalf("the failing instance did not take the record over first:\n%s", bad.LogTail(20))
+	}
+	l.waitCalls(t, 100)
+	l.finish(t)
+	if err := n.agent.WaitReady(n.ctx, time.Minute); err != nil {
+		t.Errorf("the old instance did not take the record back: %v", err)
+	}
+	m, err := n.agent.Metrics(n.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counterSum(m, "dranode_record_reclaims_total"); got != 1 {
+		t.Errorf("dranode_record_reclaims_total of the old instance: %v, want 1", got)
+	}
 }
