@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -25,7 +24,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dranode/dranode/cdi"
-	"github.com/dranode/dranode/checkpoint"
 	"github.com/dranode/dranode/claimcache"
 	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
@@ -83,8 +81,13 @@ type Agent struct {
 	health   map[string][]pluginmgr.DeviceHealth // by plugin name, before the driver is known
 	refused  []*PluginRefusedError
 
+	gate     recordGate
+	handover handover
+	upgrade  *upgradeMetrics
+
 	stopping atomic.Bool
 	inflight sync.WaitGroup
+	ctx      context.Context // the agent's lifetime, for work started outside a call
 	cancel   context.CancelFunc
 	httpSrv  *http.Server
 	httpAddr string
@@ -159,6 +162,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	}
 	a.started = true
 	ctx, a.cancel = context.WithCancel(ctx)
+	a.ctx = ctx
 	defer func() {
 		if err != nil {
 			_ = a.Stop()
@@ -174,9 +178,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	// A damaged record keeps what came before the damage, and the claims
 	// whose last state it hid become uncertain entries, reconciled below,
 	// rather than being forgotten while their devices are still prepared.
-	a.cache, a.report, err = claimcache.Open(filepath.Join(a.cfg.StateDir, claimRecordDir), bootID,
-		claimcache.WithJournalOptions(checkpoint.WithCorruptPolicy(checkpoint.MoveCorruptAside)))
-	if err != nil {
+	// With an instance ID, another instance of the agent may hold the
+	// record; it hands it over (handover.go).
+	if err := a.openRecord(ctx, bootID); err != nil {
 		return fmt.Errorf("opening the claim record in stateDir: %w", err)
 	}
 	a.log.Info("Claim record restored", "claims", a.cache.Len(), "interrupted", len(a.report.Interrupted),
@@ -189,6 +193,10 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	a.metrics = newMetrics(a.opts.Registry, a)
 	if !a.standalone {
 		a.status = newStatusWriter(a.client.resource, a.log, a.opts.Registry)
+	}
+	a.upgrade = newUpgradeMetrics(a)
+	if err := a.upgrade.register(a); err != nil {
+		return err
 	}
 
 	a.plugins = pluginmgr.NewManager(pluginmgr.Options{
@@ -238,6 +246,10 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	if err := a.serveHandover(); err != nil {
+		return err
+	}
+	a.endStart()
 	if a.cfg.HTTP.Address != "" {
 		if err := a.serveHTTP(); err != nil {
 			return err
@@ -315,15 +327,9 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 	}
 	d.taints.taint = taint
 	if !a.standalone {
-		pub, err := sliceclient.New(sliceclient.Options{
-			Client: a.client.slices, DriverName: d.name, NodeName: a.cfg.NodeName,
-			Debounce: a.cfg.Slices.SyncDelay,
-			OnError: func(err error) {
-				a.log.Error(err, "Publishing ResourceSlices", "driver", d.name)
-			},
-		})
+		pub, err := a.newPublisher(d)
 		if err != nil {
-			return fmt.Errorf("driver %s: %w", d.name, err)
+			return err
 		}
 		d.publisher = pub
 		if err := pub.Start(ctx); err != nil {
@@ -349,6 +355,20 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 		a.inventoryLocked(d, inv)
 	}
 	return nil
+}
+
+func (a *Agent) newPublisher(d *driver) (*sliceclient.Publisher, error) {
+	pub, err := sliceclient.New(sliceclient.Options{
+		Client: a.client.slices, DriverName: d.name, NodeName: a.cfg.NodeName,
+		Debounce: a.cfg.Slices.SyncDelay,
+		OnError: func(err error) {
+			a.log.Error(err, "Publishing ResourceSlices", "driver", d.name)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("driver %s: %w", d.name, err)
+	}
+	return pub, nil
 }
 
 func (a *Agent) sortedDrivers() []*driver {
@@ -383,6 +403,9 @@ func (a *Agent) onInventory(plugin string, inv inventory.Inventory) {
 // devices tainted. The publisher writes only what differs from the stored
 // slices, so a call that changes nothing writes nothing.
 func (a *Agent) publishLocked(d *driver) {
+	if !a.standalone && d.publisher == nil {
+		return // handed over: the holder publishes; a reclaim publishes d.taints
+	}
 	inv := d.taints.published()
 	if d.publisher != nil {
 		if err := d.publisher.Update(inv); err != nil {
@@ -444,6 +467,11 @@ func (a *Agent) Ready() error {
 			problems = append(problems, fmt.Sprintf("plugin %s is %s", s.Plugin, s.State))
 		}
 	}
+	if a.cfg.Kubelet.InstanceID != "" && !a.holdsRecord() {
+		// The DaemonSet controller stops the old pod once the new one is
+		// ready: ready means serving the record, not just forwarding.
+		problems = append(problems, "the claim record is held by another instance (this one forwards the kubelet's calls to it)")
+	}
 	for _, d := range a.sortedDrivers() {
 		if !d.serving.Load() {
 			problems = append(problems, fmt.Sprintf("driver %s: sockets not served yet", d.name))
@@ -467,12 +495,20 @@ func (a *Agent) Stop() error {
 }
 
 func (a *Agent) stop() error {
-	a.stopping.Store(true)
 	var errs []error
 	drivers := a.sortedDrivers()
 	for _, d := range drivers {
 		d.stopRegistration()
 	}
+	if a.cfg.Kubelet.InstanceID != "" && a.started && len(drivers) > 0 {
+		// The kubelet keeps calling this instance until its plugin
+		// watcher notices the registration socket is gone (its
+		// reconciler runs every second); after a kubelet restart this
+		// may be the instance it prefers. Answer those calls rather than
+		// fail them: another instance serves once the kubelet moved on.
+		time.Sleep(unregisterGrace)
+	}
+	a.stopping.Store(true)
 	done := make(chan struct{})
 	go func() {
 		for _, d := range drivers {
@@ -494,10 +530,18 @@ func (a *Agent) stop() error {
 		errs = append(errs, a.httpSrv.Shutdown(ctx))
 		cancel()
 	}
+	a.closeHandover()
+	a.closeForwarding()
+	a.mu.Lock()
+	var pubs []*sliceclient.Publisher
 	for _, d := range drivers {
 		if d.publisher != nil {
-			d.publisher.Stop()
+			pubs = append(pubs, d.publisher)
 		}
+	}
+	a.mu.Unlock()
+	for _, p := range pubs {
+		p.Stop()
 	}
 	a.sweeper.stop()
 	if a.status != nil {
@@ -509,9 +553,13 @@ func (a *Agent) stop() error {
 	if a.cancel != nil {
 		a.cancel()
 	}
+	a.gate.mu.Lock()
 	if a.cache != nil {
 		errs = append(errs, a.cache.Close())
 	}
+	a.gate.held = false
+	a.gate.mu.Unlock()
+	a.endStart()
 	if a.metrics != nil {
 		a.metrics.unregister(a.opts.Registry)
 	}

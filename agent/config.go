@@ -104,6 +104,17 @@ type KubeletConfig struct {
 	// file is read as "the kubelet lists nothing"), and to find leftover
 	// claims (see CleanupConfig; a missing file stops the sweep).
 	DRAManagerState string `mapstructure:"draManagerState" json:"draManagerState"`
+	// InstanceID names this agent instance among the instances of one
+	// node during a rolling (maxSurge) upgrade: the pod UID, from the
+	// downward API. Set, the sockets are "<driver>-<id>-reg.sock" and
+	// "<driver>/dra-<id>.sock" (the names of the upstream kubeletplugin
+	// helper's RollingUpdate option), and the claim record is handed over
+	// between instances (see UPGRADES.md). Empty: "<driver>-reg.sock" and
+	// "<driver>/dra.sock", one instance at a time.
+	InstanceID string `mapstructure:"instanceID" json:"instanceID"`
+	// HandoverTimeout bounds how long a starting instance waits for the
+	// claim record held by another instance.
+	HandoverTimeout time.Duration `mapstructure:"handoverTimeout" json:"handoverTimeout"`
 }
 
 // CDIConfig is where the container runtime loads CDI specs from.
@@ -201,6 +212,7 @@ func DefaultConfig() Config {
 			// The kubelet's --root-dir, where its DRA manager keeps its
 			// checkpoint (kubeletcompat.DRAManagerStateFile).
 			DRAManagerState: "/var/lib/kubelet/dra_manager_state",
+			HandoverTimeout: 2 * time.Minute,
 		},
 		CDI:             CDIConfig{Dir: "/var/run/cdi"},
 		Slices:          SlicesConfig{SyncDelay: 100 * time.Millisecond, UnhealthyTaintEffect: string(resourceapi.DeviceTaintEffectNoSchedule)},
@@ -221,6 +233,8 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"kubelet-registry-dir", "kubelet.registryDir", "kubelet plugin registration directory"},
 	{"kubelet-plugins-dir", "kubelet.pluginsDir", "directory for the DRA sockets"},
 	{"kubelet-dra-manager-state", "kubelet.draManagerState", "the kubelet's DRA checkpoint (read to reconcile claims a damaged record left uncertain)"},
+	{"kubelet-instance-id", "kubelet.instanceID", "this instance's ID for rolling upgrades (the pod UID); empty: one instance per node"},
+	{"kubelet-handover-timeout", "kubelet.handoverTimeout", "how long a starting instance waits for the claim record held by another instance"},
 	{"cdi-dir", "cdi.dir", "CDI spec directory of the container runtime"},
 	{"slices-sync-delay", "slices.syncDelay", "coalescing delay for ResourceSlice writes"},
 	{"slices-dry-run-dir", "slices.dryRunDir", "standalone mode: where ResourceSlices are written"},
@@ -353,6 +367,8 @@ func setDefaults(v *viper.Viper, def Config) {
 	v.SetDefault("kubelet.registryDir", def.Kubelet.RegistryDir)
 	v.SetDefault("kubelet.pluginsDir", def.Kubelet.PluginsDir)
 	v.SetDefault("kubelet.draManagerState", def.Kubelet.DRAManagerState)
+	v.SetDefault("kubelet.instanceID", "")
+	v.SetDefault("kubelet.handoverTimeout", def.Kubelet.HandoverTimeout.String())
 	v.SetDefault("cdi.dir", def.CDI.Dir)
 	v.SetDefault("plugins.drivers", []any{})
 	v.SetDefault("slices.syncDelay", def.Slices.SyncDelay.String())
@@ -635,6 +651,12 @@ func (c Config) Validate() error {
 			return bad(p.key, "path %q must be absolute", p.val)
 		}
 	}
+	if id := c.Kubelet.InstanceID; id != "" && !validInstanceID(id) {
+		return bad("kubelet.instanceID", "%q: only letters, digits, '-', '_' and '.', at most 63 characters (a pod UID fits)", id)
+	}
+	if c.Kubelet.HandoverTimeout <= 0 {
+		return bad("kubelet.handoverTimeout", "must be positive, got %s", c.Kubelet.HandoverTimeout)
+	}
 	if c.Slices.SyncDelay < 0 {
 		return bad("slices.syncDelay", "must not be negative, got %s", c.Slices.SyncDelay)
 	}
@@ -885,6 +907,20 @@ func isDNSSubdomain(s string) bool {
 	return true
 }
 
+// validInstanceID accepts what goes into a socket file name unchanged: a
+// pod UID, or any short name without path separators.
+func validInstanceID(s string) bool {
+	if len(s) > 63 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return s != "." && s != ".."
+}
+
 // YAML returns the configuration in the file format, for `config print`.
 func (c Config) YAML() ([]byte, error) {
 	data, err := json.Marshal(c)
@@ -899,6 +935,9 @@ func (c Config) YAML() ([]byte, error) {
 	m["shutdownTimeout"] = c.ShutdownTimeout.String()
 	if s, ok := m["slices"].(map[string]any); ok {
 		s["syncDelay"] = c.Slices.SyncDelay.String()
+	}
+	if s, ok := m["kubelet"].(map[string]any); ok {
+		s["handoverTimeout"] = c.Kubelet.HandoverTimeout.String()
 	}
 	if s, ok := m["cleanup"].(map[string]any); ok {
 		s["interval"] = c.Cleanup.Interval.String()

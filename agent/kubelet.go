@@ -57,8 +57,11 @@ func DRASocket(pluginsDir, driverName string) string {
 // serve opens the DRA socket first and the registration socket last, so the
 // kubelet never learns of an endpoint that is not listening yet.
 func (d *driver) serve(a *Agent) error {
-	d.draPath = DRASocket(a.cfg.Kubelet.PluginsDir, d.name)
-	d.regPath = RegistrationSocket(a.cfg.Kubelet.RegistryDir, d.name)
+	d.draPath = DRASocketFor(a.cfg.Kubelet.PluginsDir, d.name, a.cfg.Kubelet.InstanceID)
+	d.regPath = RegistrationSocketFor(a.cfg.Kubelet.RegistryDir, d.name, a.cfg.Kubelet.InstanceID)
+	if a.cfg.Kubelet.InstanceID != "" {
+		a.removeStaleSockets(d)
+	}
 	draLis, err := listenUnix(d.draPath)
 	if err != nil {
 		return fmt.Errorf("driver %s: DRA socket: %w", d.name, err)
@@ -199,6 +202,15 @@ func (s *draService) NodePrepareResources(ctx context.Context, req *drapbv1.Node
 		return nil, err
 	}
 	defer done()
+	// During a rolling upgrade the instance holding the claim record
+	// answers; routeCall forwards to it when that is another instance.
+	return routeCall(ctx, s.a, s.d, func(ctx context.Context) *drapbv1.NodePrepareResourcesResponse { return s.prepareHere(ctx, req) },
+		func(ctx context.Context, c drapbv1.DRAPluginClient) (*drapbv1.NodePrepareResourcesResponse, error) {
+			return c.NodePrepareResources(ctx, req)
+		})
+}
+
+func (s *draService) prepareHere(ctx context.Context, req *drapbv1.NodePrepareResourcesRequest) *drapbv1.NodePrepareResourcesResponse {
 	claims := eachClaim(ctx, s.a.log.WithValues("driver", s.d.name, "requestID", newRequestID()), req.Claims,
 		func(ctx context.Context, c *drapbv1.Claim) *drapbv1.NodePrepareResourceResponse {
 			start := time.Now()
@@ -218,7 +230,7 @@ func (s *draService) NodePrepareResources(ctx context.Context, req *drapbv1.Node
 			}
 			return r
 		})
-	return &drapbv1.NodePrepareResourcesResponse{Claims: claims}, nil
+	return &drapbv1.NodePrepareResourcesResponse{Claims: claims}
 }
 
 func (s *draService) NodeUnprepareResources(ctx context.Context, req *drapbv1.NodeUnprepareResourcesRequest) (*drapbv1.NodeUnprepareResourcesResponse, error) {
@@ -227,6 +239,13 @@ func (s *draService) NodeUnprepareResources(ctx context.Context, req *drapbv1.No
 		return nil, err
 	}
 	defer done()
+	return routeCall(ctx, s.a, s.d, func(ctx context.Context) *drapbv1.NodeUnprepareResourcesResponse { return s.unprepareHere(ctx, req) },
+		func(ctx context.Context, c drapbv1.DRAPluginClient) (*drapbv1.NodeUnprepareResourcesResponse, error) {
+			return c.NodeUnprepareResources(ctx, req)
+		})
+}
+
+func (s *draService) unprepareHere(ctx context.Context, req *drapbv1.NodeUnprepareResourcesRequest) *drapbv1.NodeUnprepareResourcesResponse {
 	claims := eachClaim(ctx, s.a.log.WithValues("driver", s.d.name, "requestID", newRequestID()), req.Claims,
 		func(ctx context.Context, c *drapbv1.Claim) *drapbv1.NodeUnprepareResourceResponse {
 			start := time.Now()
@@ -239,7 +258,7 @@ func (s *draService) NodeUnprepareResources(ctx context.Context, req *drapbv1.No
 			}
 			return r
 		})
-	return &drapbv1.NodeUnprepareResourcesResponse{Claims: claims}, nil
+	return &drapbv1.NodeUnprepareResourcesResponse{Claims: claims}
 }
 
 // eachClaim answers every claim of one kubelet call concurrently (different

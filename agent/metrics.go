@@ -91,16 +91,25 @@ func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {
 			}
 			for _, d := range a.sortedDrivers() {
 				ch <- prometheus.MustNewConstMetric(tainted, prometheus.GaugeValue, float64(d.taints.tainted.Load()), d.name)
-				if d.publisher == nil {
+				a.mu.Lock()
+				pub := d.publisher // nil while another instance holds the record
+				a.mu.Unlock()
+				if pub == nil {
 					continue
 				}
-				st := d.publisher.Stats()
+				st := pub.Stats()
 				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Creates), d.name, "create")
 				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Updates), d.name, "update")
 				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Deletes), d.name, "delete")
 			}
+			a.gate.mu.RLock()
+			n := -1
 			if a.cache != nil {
-				ch <- prometheus.MustNewConstMetric(recorded, prometheus.GaugeValue, float64(a.cache.Len()))
+				n = a.cache.Len()
+			}
+			a.gate.mu.RUnlock()
+			if n >= 0 {
+				ch <- prometheus.MustNewConstMetric(recorded, prometheus.GaugeValue, float64(n))
 				ch <- prometheus.MustNewConstMetric(uncertain, prometheus.GaugeValue, float64(a.uncertainClaims()))
 			}
 		}},

@@ -94,7 +94,12 @@ func (a *Agent) runSweeper(ctx context.Context, s *sweeper) {
 	t := time.NewTicker(a.cfg.Cleanup.Interval)
 	defer t.Stop()
 	for {
-		s.sweep(ctx, time.Now())
+		// Only the instance holding the claim record sweeps it.
+		a.gate.mu.RLock()
+		if a.gate.held {
+			s.sweep(ctx, time.Now())
+		}
+		a.gate.mu.RUnlock()
 		select {
 		case <-ctx.Done():
 			return

@@ -96,6 +96,9 @@ type AgentOptions struct {
 	ClaimsBurst int
 	// Log, when set, also receives the agent's output.
 	Log io.Writer
+	// InstanceID is kubelet.instanceID (rolling upgrades); empty leaves
+	// the agent's default.
+	InstanceID string
 }
 
 // Agent is a dranode-agent process and the files it owns. Its plugins run
@@ -193,7 +196,7 @@ func (a *Agent) WriteConfig() error {
 		"kubeconfig": o.Kubeconfig,
 		"stateDir":   a.StateDir,
 		"bootIDFile": a.BootIDFile,
-		"kubelet":    map[string]any{"registryDir": o.RegistryDir, "pluginsDir": o.PluginsDir},
+		"kubelet":    map[string]any{"registryDir": o.RegistryDir, "pluginsDir": o.PluginsDir, "instanceID": o.InstanceID},
 		"cdi":        map[string]any{"dir": a.CDIDir},
 		"plugins":    map[string]any{"drivers": drivers},
 		"http":       map[string]any{"address": a.HTTPAddr},

@@ -31,7 +31,8 @@ type Cluster struct {
 // stops it with Stop. A missing binary is an error naming where it was
 // looked for (envtest.BinaryError).
 func StartCluster() (*Cluster, error) {
-	env := &envtest.Environment{Scheduler: true}
+	// Audit: tests count the writes the agent made (AuditEvents).
+	env := &envtest.Environment{Scheduler: true, Audit: true}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start control plane (build it with `make -C /work/main controlplane`): %w", err)
