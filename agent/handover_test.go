@@ -2,6 +2,8 @@ package agent
 
 import (
 	"errors"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -67,4 +69,18 @@ func TestInstanceIDValidated(t *testing.T) {
 			t.Errorf("instanceID %q: error %v, want a ConfigError for kubelet.instanceID", tc.id, err)
 		}
 	}
+}
+
+func TestSocketPathTooLongRefused(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, strings.Repeat("x", MaxSocketPath-len(dir)))
+	if _, err := listenUnix(long); !errors.Is(err, ErrSocketPathTooLong) || !strings.Contains(err.Error(), long) {
+		t.Fatalf("listenUnix(%d bytes) = %v, want ErrSocketPathTooLong naming the path", len(long), err)
+	}
+	ok := filepath.Join(dir, "s.sock")
+	lis, err := listenUnix(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis.Close()
 }

@@ -119,12 +119,25 @@ func (d *driver) forceStop() {
 	}
 }
 
+// MaxSocketPath is the longest path a unix socket can be dialed at on Linux
+// (sun_path is 108 bytes with the terminating NUL).
+const MaxSocketPath = 107
+
+// ErrSocketPathTooLong is wrapped by the error of a driver whose kubelet
+// socket path would be longer than MaxSocketPath.
+var ErrSocketPathTooLong = errors.New("unix socket path too long")
+
 // listenUnix listens on path with SocketMode and no window in which the
 // socket exists with other permissions: it binds in a private (0700)
 // directory next to path, sets the mode, and renames the socket into place,
 // replacing a stale socket. Something at path that is not a socket is an
 // error, never removed.
 func listenUnix(path string) (net.Listener, error) {
+	// Binding elsewhere and renaming would succeed with any length, and
+	// leave a socket no client can dial ("connect: invalid argument").
+	if len(path) > MaxSocketPath {
+		return nil, fmt.Errorf("%w: %s is %d bytes, at most %d: shorten the kubelet's directories, the driver name or kubelet.instanceID", ErrSocketPathTooLong, path, len(path), MaxSocketPath)
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err

@@ -64,7 +64,8 @@ func startClusterWith(t testing.TB, values map[string]any, waitReady bool) *clus
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
-	env := &envtest.Environment{Scheduler: true, ControllerManager: true, Audit: true, APIServerFlags: harness.APIServerFlags()}
+	env := &envtest.Environment{Scheduler: true, ControllerManager: true, Audit: true,
+		APIServerFlags: harness.APIServerFlags(), ServingIPs: harness.APIServerIPs("")}
 	cfg := envtest.StartT(t, env)
 	// Tests create tens of pods at once: client-go's default 5 requests per
 	// second would make the test's own client the bottleneck it measures.
@@ -109,7 +110,10 @@ func (c *cluster) chartValues(extra map[string]any) map[string]any {
 	for name, sum := range testImages.pluginSHA256 {
 		drivers[name] = map[string]any{"sha256": sum}
 	}
-	host, port := c.apiServerHostPort()
+	// The agent's pod reaches the apiserver at the node's address, on the
+	// node's bridge (there is no kube-proxy for the in-cluster Service).
+	_, port := c.apiServerHostPort()
+	host := c.node.InternalIP()
 	v := map[string]any{
 		"image":          map[string]any{"repository": testImages.agentRepo, "tag": testImages.tag, "pullPolicy": "Never"},
 		"kubeletRootDir": c.node.KubeletRootDir(),
@@ -404,10 +408,18 @@ func (c *cluster) claimOf(p *corev1.Pod) *resourcev1.ResourceClaim {
 	}, func() string { return last })
 }
 
-// metrics reads the agent's /metrics on the node's loopback (the agent is
-// on the host network) as name{labels} -> value.
+// metrics reads the agent's /metrics at its pod's address (on the node's
+// bridge) as name{labels} -> value.
 func (c *cluster) metrics() (map[string]float64, error) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", c.httpPort))
+	p := c.agentPod()
+	if p == nil || p.Status.PodIP == "" {
+		return nil, errors.New("no agent pod with an address")
+	}
+	return c.metricsOf(p)
+}
+
+func (c *cluster) metricsOf(p *corev1.Pod) (map[string]float64, error) {
+	resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, c.httpPort))
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ type credentials struct {
 
 // ECDSA P-256 rather than RSA: generating keys costs microseconds instead of
 // a noticeable share of the start time on a loaded machine.
-func newCredentials(dir string) (*credentials, error) {
+func newCredentials(dir string, servingIPs []net.IP) (*credentials, error) {
 	c := &credentials{
 		caFile:    filepath.Join(dir, "ca.crt"),
 		certFile:  filepath.Join(dir, "serving.crt"),
@@ -76,7 +76,7 @@ func newCredentials(dir string) (*credentials, error) {
 		NotAfter:     now.Add(7 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		IPAddresses:  append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, servingIPs...),
 		DNSNames:     []string{"localhost"},
 	}
 	servingDER, err := x509.CreateCertificate(rand.Reader, servingTmpl, caCert, &servingKey.PublicKey, caKey)

@@ -79,6 +79,12 @@ type Environment struct {
 	// DefaultBinaryDir: $DRANODE_CONTROLPLANE_BIN, else the build cache.
 	BinaryDir string
 
+	// ServingIPs are more addresses the serving certificate is valid for,
+	// besides loopback: for clients that reach the apiserver another way,
+	// such as pods of a real node on a bridge (the apiserver must then
+	// also listen there: --bind-address in APIServerFlags).
+	ServingIPs []net.IP
+
 	// APIServerFlags are appended to the apiserver's command line (a later
 	// flag overrides an earlier one), e.g. "--feature-gates=...".
 	APIServerFlags []string
@@ -173,7 +179,7 @@ func (e *Environment) Start() (*rest.Config, error) {
 }
 
 func (e *Environment) start(bins map[string]string) (*rest.Config, error) {
-	creds, err := newCredentials(e.dir)
+	creds, err := newCredentials(e.dir, e.ServingIPs)
 	if err != nil {
 		return nil, err
 	}

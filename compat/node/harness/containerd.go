@@ -41,6 +41,8 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
   stream_server_port = "0"
 [plugins.'io.containerd.cri.v1.runtime']
   cdi_spec_dirs = ["{{.Dir}}/cdi"]
+  # Pod network namespaces under the node directory, not /var/run/netns.
+  netns_mounts_under_state_dir = true
   # True when root lacks CAP_SYS_RESOURCE: runc could not lower
   # oom_score_adj below containerd's own and every sandbox would fail.
   restrict_oom_score_adj = {{.RestrictOOM}}
@@ -59,12 +61,15 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
   sandbox = "{{.SandboxImage}}"
 `))
 
+// cniNetwork is the name of the node's CNI network.
+const cniNetwork = "dranode-node"
+
 // cniConfig is the bridge network for pods that are not on the host
 // network: the node's own bridge, a private subnet, no masquerading, so no
 // pod traffic is routed off the machine.
 var cniConfig = template.Must(template.New("cni").Parse(`{
   "cniVersion": "1.0.0",
-  "name": "dranode-node",
+  "name": "{{.Network}}",
   "plugins": [{
     "type": "bridge",
     "bridge": "{{.Bridge}}",
@@ -83,7 +88,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	data := map[string]any{
 		"Dir": n.dir, "Socket": n.containerdSocket(), "Runc": n.bins.Runc, "CNIBinDir": n.bins.CNIBinDir,
 		"SandboxImage": n.opts.SandboxImage, "RestrictOOM": restrict,
-		"Bridge": n.bridgeName(), "Subnet": n.opts.Subnet,
+		"Bridge": n.bridgeName(), "Subnet": n.opts.Subnet, "Network": cniNetwork,
 	}
 	if err := writeTemplate(filepath.Join(n.dir, "containerd.toml"), containerdConfig, data); err != nil {
 		return err

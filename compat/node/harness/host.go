@@ -19,7 +19,9 @@ import (
 const (
 	devicePluginDir  = "/var/lib/kubelet/device-plugins"
 	containerLogsDir = "/var/log/containers"
-	shimSocketDir    = "/run/containerd/s"
+	// cniCacheDir is libcni's cache of results, one file per attachment.
+	cniCacheDir   = "/var/lib/cni"
+	shimSocketDir = "/run/containerd/s"
 )
 
 // hostPaths prepares the kubelet's PATH and arranges for Stop to remove
@@ -29,7 +31,7 @@ func (n *Node) hostPaths() error {
 		return fmt.Errorf("harness: kubelet PATH: %w", err)
 	}
 	var absent []string
-	for _, d := range []string{"/var/lib/kubelet", devicePluginDir, containerLogsDir} {
+	for _, d := range hostDirs {
 		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
 			absent = append(absent, d)
 		}
@@ -37,6 +39,9 @@ func (n *Node) hostPaths() error {
 	n.undo = append(n.undo, cleanupStep{"the kubelet's host-wide paths", func() error { return n.removeHostPaths(absent) }})
 	return nil
 }
+
+// hostDirs are the host-wide directories a node may create, parents first.
+var hostDirs = []string{"/var/lib/kubelet", devicePluginDir, containerLogsDir, cniCacheDir, cniCacheDir + "/results"}
 
 // removeHostPaths removes the kubelet's device-plugin socket and the log
 // links into the node directory, then those of dirs that are empty now
@@ -47,6 +52,11 @@ func (n *Node) removeHostPaths(dirs []string) error {
 		err = nil
 	}
 	err = errors.Join(err, n.removeLogLinks())
+	// libcni's cached results of the node's network ("dranode-node-<id>-eth0").
+	results, _ := filepath.Glob(filepath.Join(cniCacheDir, "results", cniNetwork+"-*"))
+	for _, r := range results {
+		err = errors.Join(err, os.Remove(r))
+	}
 	for i := len(dirs) - 1; i >= 0; i-- {
 		if rmErr := os.Remove(dirs[i]); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) && !errors.Is(rmErr, syscall.ENOTEMPTY) && !errors.Is(rmErr, syscall.EEXIST) {
 			err = errors.Join(err, rmErr)

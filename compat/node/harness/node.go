@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +46,11 @@ type Options struct {
 	ReadyTimeout time.Duration
 }
 
+const defaultSubnet = "10.250.77"
+
+// nodeDirPrefix names node directories in the temporary directory.
+const nodeDirPrefix = "drn"
+
 // Node is a running kubelet and containerd. Its methods are safe for
 // concurrent use.
 type Node struct {
@@ -82,7 +88,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		opts.Name = "dranode-node"
 	}
 	if opts.Subnet == "" {
-		opts.Subnet = "10.250.77"
+		opts.Subnet = defaultSubnet
 	}
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 2 * time.Minute
@@ -122,7 +128,9 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 			n = nil
 		}
 	}()
-	if n.dir, err = os.MkdirTemp("", "dranode-node-"); err != nil {
+	// A short name: the kubelet's socket paths below it must fit a unix
+	// socket's 107 bytes, instance IDs (pod UIDs) included.
+	if n.dir, err = os.MkdirTemp("", nodeDirPrefix); err != nil {
 		return n, err
 	}
 	// Last to undo: everything else lives in it.
@@ -397,5 +405,17 @@ func run(ctx context.Context, name string, args ...string) error {
 // resolves nowhere; and admit privileged containers, as clusters that run
 // node agents do (kube-apiserver's default refuses them).
 func APIServerFlags() []string {
-	return []string{"--kubelet-preferred-address-types=InternalIP", "--allow-privileged=true"}
+	return []string{"--kubelet-preferred-address-types=InternalIP", "--allow-privileged=true",
+		// Pods on the node's bridge reach the apiserver at the node's
+		// address, as pods reach a control-plane node's.
+		"--bind-address=0.0.0.0"}
+}
+
+// APIServerIPs are the addresses the apiserver's serving certificate must
+// name for pods on a node with Options.Subnet subnet ("" for the default).
+func APIServerIPs(subnet string) []net.IP {
+	if subnet == "" {
+		subnet = defaultSubnet
+	}
+	return []net.IP{net.ParseIP(subnet + ".1")}
 }

@@ -18,7 +18,7 @@ import (
 // shims, containers, mounts, cgroups and bridge are still there, and the
 // bridge would make this Start fail.
 func sweepStale(log io.Writer) error {
-	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), "dranode-node-*"))
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), nodeDirPrefix+"*"))
 	if err != nil {
 		return err
 	}
@@ -35,7 +35,7 @@ func sweepStale(log io.Writer) error {
 		}
 		// Whether the kubelet's host-wide directories existed before the
 		// dead node is unknown: they go only if empty.
-		errs = append(errs, stale.unmountAll(), stale.removeHostPaths([]string{"/var/lib/kubelet", devicePluginDir, containerLogsDir}), os.RemoveAll(d))
+		errs = append(errs, stale.unmountAll(), stale.removeHostPaths(hostDirs), os.RemoveAll(d))
 	}
 	stale := &Node{}
 	if exec.Command("ip", "link", "show", stale.bridgeName()).Run() == nil {
