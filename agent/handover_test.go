@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	resourcev1 "k8s.io/api/resource/v1"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -126,7 +126,11 @@ func TestHandOverForwardAndReclaim(t *testing.T) {
 	if e, err := b.cache.Get(string(second.UID)); err != nil || e.State != claimcache.Prepared {
 		t.Errorf("claim prepared through the old instance: in the new one's record %+v, %v", e, err)
 	}
-	if got := testutil.ToFloat64(a.upgrade.forwarded.WithLabelValues(gpuDriver, "ok")); got != 1 {
+	var m dto.Metric
+	if err := a.upgrade.forwarded.WithLabelValues(gpuDriver, "ok").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
 		t.Errorf("forwarded calls of the old instance: %v, want 1", got)
 	}
 
