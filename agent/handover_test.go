@@ -1,10 +1,19 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	resourcev1 "k8s.io/api/resource/v1"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/dranode/dranode/claimcache"
 )
 
 func TestInstanceSocketNames(t *testing.T) {
@@ -83,4 +92,77 @@ func TestSocketPathTooLongRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	lis.Close()
+}
+
+// connectInstance is connectKubelet for one instance's sockets.
+func connectInstance(t *testing.T, cfg Config, driverName string) *kubelet {
+	t.Helper()
+	reg := registerapi.NewRegistrationClient(dial(t, RegistrationSocketFor(cfg.Kubelet.RegistryDir, driverName, cfg.Kubelet.InstanceID)))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := reg.GetInfo(ctx, &registerapi.InfoRequest{})
+	if err != nil {
+		t.Fatalf("GetInfo: %v", err)
+	}
+	if _, err := reg.NotifyRegistrationStatus(ctx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+		t.Fatal(err)
+	}
+	conn := dial(t, info.Endpoint)
+	return &kubelet{info: info, conn: conn, dra: drapbv1.NewDRAPluginClient(conn)}
+}
+
+// Two instances in one process (the flock is per open file, so they
+// exclude each other as two processes do): the second takes the record
+// over, the first forwards to it, and takes the record back once the
+// second is gone. Run with -race, this covers the hand-over's locking.
+func TestHandOverForwardAndReclaim(t *testing.T) {
+	e := newTestEnv(t, gpuDriver)
+	e.cfg.Kubelet.InstanceID = "instance-a"
+	cfgA := e.cfg
+	a := e.start(t, Options{})
+	kA := connectInstance(t, cfgA, gpuDriver)
+	first := claim("default", "first", "00000000-0000-0000-0000-000000000001", "node-a", [2]string{gpuDriver, "gpu-0"})
+	second := claim("default", "second", "00000000-0000-0000-0000-000000000002", "node-a", [2]string{gpuDriver, "gpu-1"})
+	third := claim("default", "third", "00000000-0000-0000-0000-000000000003", "node-a", [2]string{gpuDriver, "gpu-2"})
+	for _, c := range []*resourcev1.ResourceClaim{first, second, third} {
+		e.writeClaim(t, c)
+	}
+	mustPrepared(t, kA.prepare(t, first), first)
+
+	e.cfg.Kubelet.InstanceID = "instance-b"
+	b := e.start(t, Options{})
+	if a.holdsRecord() || !b.holdsRecord() {
+		t.Fatalf("after the hand-over: a holds %v, b holds %v; want false, true", a.holdsRecord(), b.holdsRecord())
+	}
+	if err := a.Ready(); err == nil {
+		t.Error("the instance that handed the record over is ready")
+	}
+	// Through the old instance: answered by the new one, from its record.
+	mustPrepared(t, kA.prepare(t, second), second)
+	if e, err := b.cache.Get(string(second.UID)); err != nil || e.State != claimcache.Prepared {
+		t.Errorf("claim prepared through the old instance: in the new one's record %+v, %v", e, err)
+	}
+	var m dto.Metric
+	if err := a.upgrade.forwarded.WithLabelValues(gpuDriver, "ok").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
+		t.Errorf("forwarded calls of the old instance: %v, want 1", got)
+	}
+
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	mustPrepared(t, kA.prepare(t, third), third)
+	if !a.holdsRecord() {
+		t.Fatal("the old instance did not take the record back")
+	}
+	for _, c := range []*resourcev1.ResourceClaim{first, second, third} {
+		if e, err := a.cache.Get(string(c.UID)); err != nil || e.State != claimcache.Prepared {
+			t.Errorf("claim %s after the record came back: %+v, %v", c.Name, e, err)
+		}
+	}
+	if r := kA.unprepare(t, first, second, third); len(r) != 3 {
+		t.Errorf("unprepare answers: %v", r)
+	}
 }

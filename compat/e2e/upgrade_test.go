@@ -143,18 +143,8 @@ func TestRollingUpgradeNoFailedCalls(t *testing.T) {
 		t.Fatal("the audit log has no ResourceSlice write for the node, not even the first publish: the count below would prove nothing")
 	}
 
-	next, err := n.agent.NewInstance("instance-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(next.Stop)
 	start := time.Now()
-	if err := next.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := next.WaitReady(n.ctx, 2*time.Minute); err != nil {
-		t.Fatalf("%v\n%s", err, next.LogTail(30))
-	}
+	next := startInstance(t, n, "instance-2")
 	t.Logf("second instance ready (holds the record, registered) %s after its start", time.Since(start).Round(time.Millisecond))
 	for _, line := range strings.Split(n.agent.Log(), "\n") {
 		if strings.Contains(line, "Claim record handed over") {
@@ -197,17 +187,7 @@ func TestRollingUpgradeNoFailedCalls(t *testing.T) {
 // free, takes it back and answers every call.
 func TestUpgradeNewInstanceKilledFallsBack(t *testing.T) {
 	n, l := upgradeNode(t)
-	next, err := n.agent.NewInstance("instance-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(next.Stop)
-	if err := next.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := next.WaitReady(n.ctx, 2*time.Minute); err != nil {
-		t.Fatalf("%v\n%s", err, next.LogTail(30))
-	}
+	next := startInstance(t, n, "instance-2")
 	l.waitCalls(t, 100)
 	plugins := n.Kubelet().DRA.GetWatcherHandler().(*draplugin.DRAPluginManager)
 	newest, err := plugins.GetPlugin(gpuDriver)
