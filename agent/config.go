@@ -109,7 +109,7 @@ type KubeletConfig struct {
 	// downward API. Set, the sockets are "<driver>-<id>-reg.sock" and
 	// "<driver>/dra-<id>.sock" (the names of the upstream kubeletplugin
 	// helper's RollingUpdate option), and the claim record is handed over
-	// between instances (see UPGRADES.md). Empty: "<driver>-reg.sock" and
+	// between instances (see DESIGN.md, "Seamless upgrades"). Empty: "<driver>-reg.sock" and
 	// "<driver>/dra.sock", one instance at a time.
 	InstanceID string `mapstructure:"instanceID" json:"instanceID"`
 	// HandoverTimeout bounds how long a starting instance waits for the

@@ -27,7 +27,7 @@ import (
 )
 
 // The hand-over of the claim record between two instances of the agent on
-// one node (a rolling upgrade with maxSurge; UPGRADES.md has the design and
+// one node (a rolling upgrade with maxSurge; DESIGN.md, "Seamless upgrades", has the design and
 // its failure cases). The record's flock decides who holds it; the files
 // below, in stateDir, only help the instances find each other.
 const (
