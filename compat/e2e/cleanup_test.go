@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"k8s.io/client-go/util/retry"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -177,12 +178,15 @@ func TestLeftoversCleaned(t *testing.T) {
 	if err := cluster.DeleteClaim(n.ctx, n.ns, names["b"]); err != nil { // (b)
 		t.Fatal(err)
 	}
-	claimC, err := cluster.Client.ResourceV1().ResourceClaims(n.ns).Get(n.ctx, names["c"], metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimC.Status.ReservedFor = nil // (c): what the resourceclaim controller does when the pod is gone
-	if _, err := cluster.Client.ResourceV1().ResourceClaims(n.ns).UpdateStatus(n.ctx, claimC, metav1.UpdateOptions{}); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		claimC, err := cluster.Client.ResourceV1().ResourceClaims(n.ns).Get(n.ctx, names["c"], metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		claimC.Status.ReservedFor = nil // (c): what the resourceclaim controller does when the pod is gone
+		_, err = cluster.Client.ResourceV1().ResourceClaims(n.ns).UpdateStatus(n.ctx, claimC, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []*corev1.Pod{podB, podC} {

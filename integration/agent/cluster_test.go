@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"k8s.io/client-go/util/retry"
 	"os"
 	"testing"
 	"time"
@@ -79,8 +80,17 @@ func TestClusterMode(t *testing.T) {
 	}
 
 	// Force-deleted pod, claim gone: unprepare from the record.
-	created.Status.Allocation = nil
-	if _, err := client.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	// The agent writes the device status into the claim after Prepare: a
+	// stale object conflicts, as it would for the resourceclaim controller.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := client.ResourceV1().ResourceClaims("default").Get(ctx, created.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.Allocation = nil
+		_, err = client.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := client.ResourceV1().ResourceClaims("default").Delete(ctx, created.Name, metav1.DeleteOptions{}); err != nil {

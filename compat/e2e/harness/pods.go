@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"k8s.io/client-go/util/retry"
 	"slices"
 	"time"
 
@@ -183,19 +184,27 @@ func (c *Cluster) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 // controller does once no pod uses it.
 func (c *Cluster) DeleteClaim(ctx context.Context, ns, name string) error {
 	claims := c.Client.ResourceV1().ResourceClaims(ns)
-	claim, err := claims.Get(ctx, name, metav1.GetOptions{})
+	var claim *resourcev1.ResourceClaim
+	// The agent may write the claim's device status meanwhile: retry on a
+	// conflict with a fresh object, as the controller does.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		if claim, err = claims.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if claim.Status.Allocation == nil && len(claim.Status.ReservedFor) == 0 {
+			return nil
+		}
+		claim.Status.Allocation = nil
+		claim.Status.ReservedFor = nil
+		claim, err = claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("get claim %s/%s: %w", ns, name, err)
-	}
-	if claim.Status.Allocation != nil || len(claim.Status.ReservedFor) > 0 {
-		claim.Status.Allocation = nil
-		claim.Status.ReservedFor = nil
-		if claim, err = claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("deallocate claim %s/%s: %w", ns, name, err)
-		}
+		return fmt.Errorf("deallocate claim %s/%s: %w", ns, name, err)
 	}
 	if len(claim.Finalizers) > 0 {
 		claim.Finalizers = slices.DeleteFunc(claim.Finalizers, func(string) bool { return true })
