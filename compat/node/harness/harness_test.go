@@ -38,7 +38,7 @@ func TestNodeRunsPodAndLeavesHostAsFound(t *testing.T) {
 	n, err := harness.Start(ctx, harness.Options{
 		Kubeconfig:   env.KubeconfigPath(),
 		Images:       []string{pause, workload},
-		SandboxImage: "localhost/dranode/pause:v0.1.0",
+		SandboxImage: pauseRef,
 		Log:          testWriter{t},
 	})
 	if err != nil {
@@ -59,7 +59,7 @@ func TestNodeRunsPodAndLeavesHostAsFound(t *testing.T) {
 			HostNetwork:                  true,
 			AutomountServiceAccountToken: new(bool),
 			Containers: []corev1.Container{{
-				Name: "w", Image: "localhost/dranode/workload:v0.1.0", ImagePullPolicy: corev1.PullNever,
+				Name: "w", Image: workloadRef, ImagePullPolicy: corev1.PullNever,
 				Env: []corev1.EnvVar{{Name: "HELLO", Value: "node"}},
 			}},
 		},
@@ -119,7 +119,10 @@ func (w testWriter) Write(p []byte) (int, error) {
 var (
 	imagesOnce                sync.Once
 	pauseImage, workloadImage string
-	imagesErr                 error
+	// pauseRef and workloadRef are the images' names as imported (their
+	// tag is the release version in versions.yaml).
+	pauseRef, workloadRef string
+	imagesErr             error
 )
 
 // testImages builds the pause and workload images once per test binary
@@ -141,6 +144,7 @@ func testImages(t *testing.T) (pause, workload string) {
 			return
 		}
 		pauseImage, workloadImage = filepath.Join(dir, "pause.tar"), filepath.Join(dir, "workload.tar")
+		pauseRef, workloadRef = ls[images.Pause].Ref, ls[images.Workload].Ref
 		imagesErr = errors.Join(images.ArchiveFile(ls[images.Pause].Dir, pauseImage), images.ArchiveFile(ls[images.Workload].Dir, workloadImage))
 	})
 	if imagesErr != nil {
@@ -163,7 +167,7 @@ func TestStartSweepsADeadNode(t *testing.T) {
 
 	// The child starts a node, says so, and waits to be killed.
 	child := exec.Command(os.Args[0], "-test.run=^TestChildNode$", "-test.v")
-	child.Env = append(os.Environ(), "DRANODE_NODE_CHILD="+env.KubeconfigPath(), "DRANODE_NODE_PAUSE="+pause)
+	child.Env = append(os.Environ(), "DRANODE_NODE_CHILD="+env.KubeconfigPath(), "DRANODE_NODE_PAUSE="+pause, "DRANODE_NODE_PAUSE_REF="+pauseRef)
 	out, err := child.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +197,7 @@ func TestStartSweepsADeadNode(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	n, err := harness.Start(ctx, harness.Options{Kubeconfig: env.KubeconfigPath(), Images: []string{pause}, SandboxImage: "localhost/dranode/pause:v0.1.0", Log: testWriter{t}})
+	n, err := harness.Start(ctx, harness.Options{Kubeconfig: env.KubeconfigPath(), Images: []string{pause}, SandboxImage: pauseRef, Log: testWriter{t}})
 	if err != nil {
 		t.Fatalf("Start after a dead node: %v", err)
 	}
@@ -212,7 +216,7 @@ func TestChildNode(t *testing.T) {
 	if kubeconfig == "" {
 		t.Skip("only run as TestStartSweepsADeadNode's child")
 	}
-	if _, err := harness.Start(context.Background(), harness.Options{Kubeconfig: kubeconfig, Images: []string{os.Getenv("DRANODE_NODE_PAUSE")}, SandboxImage: "localhost/dranode/pause:v0.1.0"}); err != nil {
+	if _, err := harness.Start(context.Background(), harness.Options{Kubeconfig: kubeconfig, Images: []string{os.Getenv("DRANODE_NODE_PAUSE")}, SandboxImage: os.Getenv("DRANODE_NODE_PAUSE_REF")}); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("NODE STARTED")
