@@ -38,7 +38,7 @@ func TestCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	var values struct {
-		Drivers []struct{ Name, Path, SHA256 string }
+		Drivers map[string]struct{ Path, SHA256 string }
 	}
 	if err := yaml.Unmarshal(out.Bytes(), &values); err != nil {
 		t.Fatalf("digests output is not YAML: %v\n%s", err, out.String())
@@ -47,7 +47,7 @@ func TestCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(values.Drivers) != 1 || values.Drivers[0].Name != "gpu" || values.Drivers[0].Path != "/opt/dranode/plugins/gpu-plugin" || values.Drivers[0].SHA256 != plugins[0].SHA256 {
+	if d := values.Drivers["gpu"]; len(values.Drivers) != 1 || d.Path != "/opt/dranode/plugins/gpu-plugin" || d.SHA256 != plugins[0].SHA256 {
 		t.Errorf("digests printed %+v, want gpu at %s", values.Drivers, plugins[0].SHA256)
 	}
 

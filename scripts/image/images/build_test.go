@@ -104,7 +104,11 @@ func TestImageContents(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.image, func(t *testing.T) {
 			l := layouts[tc.image]
-			wantRef := "localhost/dranode/" + tc.image + ":v0.1.0"
+			tag, err := images.DefaultTag(repoRoot(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantRef := "localhost/dranode/" + tc.image + ":" + tag
 			if l.Ref != wantRef {
 				t.Errorf("ref %q, want %q", l.Ref, wantRef)
 			}
@@ -120,7 +124,7 @@ func TestImageContents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := desc.Annotations[images.AnnotationRefName]; got != "v0.1.0" {
+			if got := desc.Annotations[images.AnnotationRefName]; got != tag {
 				t.Errorf("%s = %q, want the tag", images.AnnotationRefName, got)
 			}
 			if desc.Platform == nil || desc.Platform.OS != "linux" || desc.Platform.Architecture != runtime.GOARCH {
