@@ -24,8 +24,8 @@ type File[T any] struct {
 	fsyncs atomic.Uint64
 
 	mu     sync.Mutex
-	lock   *os.File // nil once closed
-	vetted bool     // the bytes at path are known to be safe to replace
+	lock   *Lock // nil once closed
+	vetted bool  // the bytes at path are known to be safe to replace
 }
 
 // OpenFile opens the store at path and takes an exclusive lock on
@@ -38,7 +38,7 @@ func OpenFile[T any](path string, schema Schema, opts ...Option) (*File[T], erro
 	if path == "" {
 		return nil, fmt.Errorf("checkpoint: OpenFile: empty path")
 	}
-	lock, err := lockFile(path + ".lock")
+	lock, err := TryLock(path + ".lock")
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func OpenFile[T any](path string, schema Schema, opts ...Option) (*File[T], erro
 	}
 	for _, n := range temps {
 		if err := removeTemps(dir, n); err != nil {
-			unlockFile(lock)
+			lock.Unlock()
 			return nil, err
 		}
 	}
@@ -270,7 +270,7 @@ func (f *File[T]) Close() error {
 	if f.lock == nil {
 		return ErrClosed
 	}
-	err := unlockFile(f.lock)
+	err := f.lock.Unlock()
 	f.lock = nil
 	return err
 }

@@ -37,7 +37,7 @@ type Journal[V any] struct {
 	dir    string
 	schema Schema
 	opts   options
-	lock   *os.File
+	lock   *Lock
 	fsyncs atomic.Uint64
 
 	mu    sync.Mutex
@@ -110,7 +110,7 @@ func OpenJournal[V any](dir string, schema Schema, opts ...Option) (*Journal[V],
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint: OpenJournal: %w", err)
 	}
-	lock, err := lockFile(filepath.Join(dir, lockName))
+	lock, err := TryLock(filepath.Join(dir, lockName))
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func OpenJournal[V any](dir string, schema Schema, opts ...Option) (*Journal[V],
 		// A new directory's own entry must be durable before anything
 		// acknowledged is stored in it.
 		if err := syncDir(filepath.Dir(filepath.Clean(dir)), &j.fsyncs); err != nil {
-			unlockFile(lock)
+			lock.Unlock()
 			return nil, err
 		}
 	}
@@ -128,7 +128,7 @@ func OpenJournal[V any](dir string, schema Schema, opts ...Option) (*Journal[V],
 		if j.log != nil {
 			j.log.Close()
 		}
-		unlockFile(lock)
+		lock.Unlock()
 		return nil, err
 	}
 	return j, nil
@@ -284,6 +284,6 @@ func (j *Journal[V]) Close() error {
 	if j.log != nil {
 		errs = append(errs, j.log.Close())
 	}
-	errs = append(errs, unlockFile(j.lock))
+	errs = append(errs, j.lock.Unlock())
 	return errors.Join(errs...)
 }

@@ -9,12 +9,16 @@ import (
 	"syscall"
 )
 
-// lockFile takes an exclusive, non-blocking flock on path (created 0600 if
-// missing). The lock file is never removed: removing it would let two
-// holders lock two different inodes under the same name. flock locks belong
-// to the open file description, so a second lock from the same process on
-// the same path fails too, which is what we want.
-func lockFile(path string) (*os.File, error) {
+// TryLock takes an exclusive flock on path without waiting, creating the
+// file (0600) if it is missing. A lock held by anyone else — another
+// process, or another open of the same file in this process (flock locks
+// belong to the open file description) — fails with an error matching
+// ErrLocked. The kernel drops a dead holder's lock, so success is proof
+// that no live process holds it.
+//
+// The lock file is never removed: removing it would let two holders lock
+// two different inodes under the same name.
+func TryLock(path string) (*Lock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, fileMode)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: open lock file: %w", err)
@@ -32,10 +36,5 @@ func lockFile(path string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("checkpoint: lock %s: %w", path, err)
 	}
-	return f, nil
-}
-
-// unlockFile releases the lock by closing the descriptor.
-func unlockFile(f *os.File) error {
-	return f.Close()
+	return &Lock{f: f}, nil
 }

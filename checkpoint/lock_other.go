@@ -5,15 +5,12 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 )
 
-// lockFile fails where flock is not available: without a lock two writers
+// TryLock fails where flock is not available: without a lock two writers
 // could interleave, and a store that cannot promise exclusive access must
 // not pretend to.
-func lockFile(path string) (*os.File, error) {
+func TryLock(path string) (*Lock, error) {
 	return nil, fmt.Errorf("checkpoint: lock %s: no flock on %s: %w", path, runtime.GOOS, errors.ErrUnsupported)
 }
-
-func unlockFile(f *os.File) error { return f.Close() }
