@@ -14,7 +14,7 @@
 // containerd, shims, containers), unmounts what they mounted and removes all
 // of it, whether the test passed or not.
 //
-// One node runs on a machine at a time (a lock in /run), because of those
+// One node runs on a machine at a time (tools/envtest/hostlock), because of those
 // host-wide paths.
 //
 // What this machine kind needs, found by running the kubelet here: the

@@ -20,6 +20,7 @@ import (
 	"github.com/dranode/dranode/compat/node/harness"
 	"github.com/dranode/dranode/scripts/image/images"
 	"github.com/dranode/dranode/tools/envtest"
+	"github.com/dranode/dranode/tools/envtest/hostlock"
 )
 
 // TestNodeRunsPodAndLeavesHostAsFound starts a node, runs a pod on it
@@ -28,6 +29,9 @@ import (
 // checks that Stop leaves the machine as it found it.
 func TestNodeRunsPodAndLeavesHostAsFound(t *testing.T) {
 	pause, workload := testImages(t)
+	// Held from the first look at the host to the last: a node another
+	// test package starts meanwhile would show up as a change.
+	hostlock.HoldT(t)
 	before := harness.SnapshotHost()
 	env := &envtest.Environment{Scheduler: true, APIServerFlags: harness.APIServerFlags()}
 	cfg := envtest.StartT(t, env)
@@ -161,6 +165,9 @@ func TestStartSweepsADeadNode(t *testing.T) {
 		t.Skip("this is the child process")
 	}
 	pause, _ := testImages(t)
+	// Held from the first look at the host to the last, and passed to the
+	// child, so that no other test's node shows up in the comparison.
+	hostlock.HoldT(t)
 	before := harness.SnapshotHost()
 	env := &envtest.Environment{APIServerFlags: harness.APIServerFlags()}
 	envtest.StartT(t, env)
@@ -168,6 +175,9 @@ func TestStartSweepsADeadNode(t *testing.T) {
 	// The child starts a node, says so, and waits to be killed.
 	child := exec.Command(os.Args[0], "-test.run=^TestChildNode$", "-test.v")
 	child.Env = append(os.Environ(), "DRANODE_NODE_CHILD="+env.KubeconfigPath(), "DRANODE_NODE_PAUSE="+pause, "DRANODE_NODE_PAUSE_REF="+pauseRef)
+	if err := hostlock.Pass(child); err != nil {
+		t.Fatal(err)
+	}
 	out, err := child.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dranode/dranode/tools/envtest/hostlock"
 )
 
 // Options says what node to start.
@@ -59,7 +60,6 @@ type Node struct {
 	bins   *Binaries
 	client kubernetes.Interface
 	nodeIP string
-	lock   *os.File
 	undo   []cleanupStep // run in reverse by Stop
 
 	mu         sync.Mutex
@@ -114,12 +114,13 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n = &Node{opts: opts, bins: bins, client: client, nodeIP: opts.Subnet + ".1"}
-	if n.lock, err = lockMachine(ctx); err != nil {
-		return nil, err
+	release, err := hostlock.Hold(ctx, n.logf)
+	if err != nil {
+		return nil, fmt.Errorf("harness: %w", err)
 	}
-	n.undo = append(n.undo, cleanupStep{"machine lock", func() error { return n.lock.Close() }})
+	n.undo = append(n.undo, cleanupStep{"host lock", func() error { release(); return nil }})
 	if err := sweepStale(n.opts.Log); err != nil {
-		n.lock.Close()
+		release()
 		return nil, err
 	}
 	defer func() {
@@ -320,31 +321,6 @@ func (n *Node) dropNotReadyTaint(ctx context.Context, node *corev1.Node) error {
 		return err
 	}
 	return nil
-}
-
-// lockMachine takes the machine-wide lock; it waits for another node to
-// stop rather than failing.
-func lockMachine(ctx context.Context) (*os.File, error) {
-	f, err := os.OpenFile("/run/dranode-node-harness.lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("harness: machine lock: %w", err)
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return f, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("harness: machine lock: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("harness: another node holds /run/dranode-node-harness.lock: %w", ctx.Err())
-		case <-time.After(time.Second):
-		}
-	}
 }
 
 // kubeletPath is a PATH for the kubelet: every command of the usual

@@ -12,7 +12,7 @@ import (
 )
 
 // sweepStale removes what a node whose test binary died without Stop (a
-// SIGKILL, a -timeout) left behind. It runs under the machine lock, which
+// SIGKILL, a -timeout) left behind. It runs under the host lock (tools/envtest/hostlock), which
 // the dead node released by dying, so every node directory found is stale:
 // its kubelet and containerd died with the test binary (Pdeathsig), but its
 // shims, containers, mounts, cgroups and bridge are still there, and the
