@@ -66,9 +66,26 @@ vet: $(addprefix vet/,$(ALL_MODULES))
 vet/%:
 	cd $* && GOWORK=off $(GO) vet ./...
 
-check: lint test
+# check runs its steps one by one, timing each, and prints the times at the
+# end (slowest first, also on failure) so that the next slow step is seen.
+# The builds the tests wait for (control plane, node) are steps of their own.
+CHECK_STEPS = controlplane $(LINT_STEPS) $(addprefix test/,$(filter-out compat/node,$(ALL_MODULES))) node test/compat/node
+CHECK_TIMES := $(CURDIR)/.run/check-times
 
-lint: fmt-check release-check release-apicheck tidy-check workspace generate-check
+check:
+	@mkdir -p $(dir $(CHECK_TIMES)); : > $(CHECK_TIMES); rc=0; begin=$$(date +%s); \
+	for step in $(CHECK_STEPS); do \
+		start=$$(date +%s); \
+		$(MAKE) --no-print-directory $$step || rc=$$?; \
+		echo "$$step $$(( $$(date +%s) - start ))" >> $(CHECK_TIMES); \
+		[ $$rc -eq 0 ] || { echo "==> check FAILED in $$step"; break; }; \
+	done; \
+	echo "==> check took $$(( $$(date +%s) - begin ))s; by step, slowest first:"; \
+	sort -k2 -n -r $(CHECK_TIMES) | awk '{ printf "    %5ds  %s\n", $$2, $$1 }'; \
+	exit $$rc
+
+LINT_STEPS := fmt-check release-check release-apicheck tidy-check workspace generate-check
+lint: $(LINT_STEPS)
 
 fmt-check:
 	@echo "==> gofmt"
