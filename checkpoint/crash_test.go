@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bufio"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -54,7 +55,7 @@ func TestCrashChild(t *testing.T) {
 		j, jerr := OpenJournal[crashValue](path+"-journal", crashSchema)
 		if err = errors.Join(ferr, jerr); err == nil {
 			fmt.Println("ack locked")
-			time.Sleep(time.Hour) // until the parent kills us
+			select {} // until the parent kills us
 		}
 		_, _ = f, j
 	case "journal":
@@ -182,9 +183,22 @@ func crashKills(t *testing.T) int {
 	return 200
 }
 
+var crashSeed = flag.Uint64("checkpoint.crashseed", 0, "seed of the crash tests' kill moments (0: a new one; a failure logs the one to replay)")
+
+// crashRand returns the kill moments' source, logging its seed so that a
+// failing run can be replayed with -checkpoint.crashseed.
+func crashRand(t *testing.T) *rand.Rand {
+	seed := *crashSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay: go test -run '^%s$' -checkpoint.crashseed=%d)", seed, t.Name(), seed)
+	return rand.New(rand.NewPCG(seed, 0))
+}
+
 func TestCrashFileSIGKILL(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state")
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	rng := crashRand(t)
 	acked := 0
 	for kill := range crashKills(t) {
 		lines := runAndKill(t, rng, 5, crashRoleEnv+"=file", "CHECKPOINT_CRASH_PATH="+path)
@@ -219,7 +233,7 @@ func TestCrashFileSIGKILL(t *testing.T) {
 
 func TestCrashJournalSIGKILL(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "journal")
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	rng := crashRand(t)
 	tried := map[string]bool{}
 	acked := map[string]bool{}
 	dropped := map[string]bool{}     // deletes attempted when a child started

@@ -455,6 +455,39 @@ func (c *cluster) metric(name string) float64 {
 	return m[name]
 }
 
+// agentRegistrations counts the kubelet's registrations of the agent's
+// plugin in the agent's log (the kubelet's NotifyRegistrationStatus).
+func (c *cluster) agentRegistrations() int {
+	c.t.Helper()
+	log, err := c.agentLog(c.agentPod(), false)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return strings.Count(log, "Registered with the kubelet")
+}
+
+// kubeletPodSyncs is how many pod syncs the running kubelet has done, from
+// its own metrics (through the API server, as kubectl get --raw does); a
+// kubelet starts counting from zero.
+func (c *cluster) kubeletPodSyncs() float64 {
+	c.t.Helper()
+	raw, err := c.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", c.node.Name(), "proxy/metrics").DoRaw(c.ctx)
+	if err != nil {
+		return 0 // the kubelet may not serve yet
+	}
+	var n float64
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "kubelet_pod_worker_duration_seconds_count") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err == nil {
+			n += v
+		}
+	}
+	return n
+}
+
 // agentLog is the agent container's log as kubectl logs shows it.
 func (c *cluster) agentLog(p *corev1.Pod, previous bool) (string, error) {
 	raw, err := c.client.CoreV1().Pods(agentNS).GetLogs(p.Name, &corev1.PodLogOptions{Previous: previous}).DoRaw(c.ctx)

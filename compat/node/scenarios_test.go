@@ -10,7 +10,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -300,14 +299,25 @@ func TestKubeletRestartWhilePodsRun(t *testing.T) {
 		pods = append(pods, p)
 	}
 	prepared := c.metric(fmt.Sprintf("dranode_prepare_duration_seconds_count{driver=%q}", driverName))
+	registrations := c.agentRegistrations()
 	if err := c.node.StopKubelet(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.node.StartKubelet(c.ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The kubelet re-registers the plugin and syncs every pod again.
-	time.Sleep(5 * time.Second)
+	// The new kubelet registers the plugin again and syncs every pod (the
+	// claim pods and the agent's): the checks below mean something only
+	// after both.
+	eventually(c, "the restarted kubelet registering the plugin", func() (int, bool) {
+		n := c.agentRegistrations()
+		return n, n > registrations
+	}, func() string { return fmt.Sprint(registrations, " registrations before the restart") })
+	var syncs float64
+	eventually(c, "the restarted kubelet syncing every pod", func() (float64, bool) {
+		syncs = c.kubeletPodSyncs()
+		return syncs, syncs >= float64(len(pods)+1)
+	}, func() string { return fmt.Sprint(syncs, " pod syncs") })
 	for _, p := range pods {
 		got := c.waitRunning(p.Namespace, p.Name)
 		if got.Status.ContainerStatuses[0].ContainerID != p.Status.ContainerStatuses[0].ContainerID || got.Status.ContainerStatuses[0].RestartCount != 0 {
@@ -345,8 +355,12 @@ func TestWrongPluginChecksumInChart(t *testing.T) {
 		last = tailLines(log, 5) + fmt.Sprint(err)
 		return struct{}{}, err == nil && strings.Contains(log, "gpu2") && strings.Contains(log, strings.Repeat("ab", 32))
 	}, func() string { return last })
-	// Readiness has been probed several times by now.
-	time.Sleep(3 * time.Second)
+	// Judge readiness only after the kubelet has probed it and seen it fail.
+	eventually(c, "a failed readiness probe of the agent's pod", func() (struct{}, bool) {
+		ev, err := c.client.CoreV1().Events(agentNS).List(c.ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + p.Name + ",reason=Unhealthy"})
+		return struct{}{}, err == nil && len(ev.Items) > 0
+	}, func() string { return "no Unhealthy event" })
 	p, err := c.client.CoreV1().Pods(agentNS).Get(c.ctx, p.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
