@@ -264,7 +264,7 @@ func (e *Environment) startEtcd(bin string, timeout time.Duration) error {
 			return nil
 		}
 		lastErr = e.startError(p, err)
-		if !p.exited() || !p.logContains(addrInUse) {
+		if !p.Exited() || !p.logContains(addrInUse) {
 			return lastErr
 		}
 		e.dropLast(p)
@@ -331,7 +331,7 @@ func (e *Environment) startAPIServer(bin string, creds *credentials, pool *x509.
 			return host, nil
 		}
 		lastErr = e.startError(p, err)
-		if !p.exited() || !p.logContains(addrInUse) {
+		if !p.Exited() || !p.logContains(addrInUse) {
 			return "", lastErr
 		}
 		e.dropLast(p)
@@ -400,7 +400,7 @@ func (e *Environment) startServing(name, bin, path string, creds *credentials, p
 			return nil
 		}
 		lastErr = e.startError(p, err)
-		if !p.exited() || !p.logContains(addrInUse) {
+		if !p.Exited() || !p.logContains(addrInUse) {
 			return lastErr
 		}
 		e.dropLast(p)
@@ -435,8 +435,8 @@ func waitReady(p *process, timeout time.Duration, check func(context.Context) er
 			return fmt.Errorf("not ready after %v: %w", timeout, last)
 		}
 		select {
-		case <-p.done:
-			return fmt.Errorf("exited before it was ready (%v); last readiness check: %v", p.waitErr, last)
+		case <-p.Done():
+			return fmt.Errorf("exited before it was ready (%v); last readiness check: %v", p.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -563,7 +563,7 @@ func (e *Environment) stopLocked() error {
 	var errs []error
 	// Reverse order: clients before the servers they talk to.
 	for i := len(e.procs) - 1; i >= 0; i-- {
-		if err := e.procs[i].stop(grace); err != nil {
+		if err := e.procs[i].Stop(grace); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -617,7 +617,7 @@ func (e *Environment) PIDs() map[string]int {
 	defer e.mu.Unlock()
 	pids := make(map[string]int, len(e.procs))
 	for _, p := range e.procs {
-		pids[p.name] = p.pid()
+		pids[p.name] = p.PID()
 	}
 	return pids
 }

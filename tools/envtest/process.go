@@ -2,29 +2,24 @@ package envtest
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"syscall"
-	"time"
+
+	"github.com/dranode/dranode/tools/envtest/childproc"
 )
 
-// process is one control-plane child: its own process group (so that Stop
-// reaches anything it forks), its output in a log file in the environment's
-// directory, and a goroutine that reaps it and records how it ended.
+// process is one control-plane child (childproc: its own process group,
+// killed with the test binary) with its output in a log file in the
+// environment's directory.
 type process struct {
+	*childproc.Process
 	name    string
-	cmd     *exec.Cmd
 	logPath string
-	logFile *os.File
-	done    chan struct{} // closed once the process has been reaped
-	waitErr error         // valid after done is closed
 }
 
 func startProcess(name, binary string, args []string, dir string, stdout, stderr io.Writer, outMu *sync.Mutex) (*process, error) {
@@ -42,90 +37,14 @@ func startProcess(name, binary string, args []string, dir string, stdout, stderr
 	if stderr != nil {
 		cmd.Stderr = io.MultiWriter(f, prefixWriter(stderr, name, outMu))
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid: true,
-		// If the test binary dies without Stop (a panic, a -timeout), the
-		// children must not keep running on a shared machine. The signal
-		// comes when the forking thread ends, hence spawn.
-		Pdeathsig: syscall.SIGKILL,
-	}
-	if err := spawn(cmd); err != nil {
+	p, err := childproc.Start(name, cmd)
+	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("envtest: starting %s (%s): %w", name, binary, err)
+		return nil, fmt.Errorf("envtest: %w", err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, logFile: f, done: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
+	go func() { <-p.Done(); f.Close() }() // Wait has copied the last output by then
+	return &process{Process: p, name: name, logPath: logPath}, nil
 }
-
-// spawnRequests feeds the one goroutine that starts every child process.
-// It holds its OS thread for the life of the program: Linux sends Pdeathsig
-// when the thread that forked a child exits, not the process, and an
-// ordinary goroutine's thread can end (when some goroutine locked to it
-// returns) while the children are still wanted.
-var (
-	spawnOnce     sync.Once
-	spawnRequests chan spawnRequest
-)
-
-type spawnRequest struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func spawn(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		spawnRequests = make(chan spawnRequest)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the program
-			for req := range spawnRequests {
-				req.done <- req.cmd.Start()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	spawnRequests <- spawnRequest{cmd: cmd, done: done}
-	return <-done
-}
-
-// exited reports whether the process has ended.
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM to the process group, then SIGKILL after grace, and
-// waits until the process is reaped.
-func (p *process) stop(grace time.Duration) error {
-	pgid := p.cmd.Process.Pid
-	if !p.exited() {
-		if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("envtest: signalling %s (pgid %d): %w", p.name, pgid, err)
-		}
-		select {
-		case <-p.done:
-		case <-time.After(grace):
-		}
-	}
-	// Also after a clean exit: a child the process forked may still be in
-	// the group.
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("envtest: killing %s (pgid %d): %w", p.name, pgid, err)
-	}
-	<-p.done
-	return nil
-}
-
-// Pid is the process id (also its process-group id).
-func (p *process) pid() int { return p.cmd.Process.Pid }
 
 // tail returns the last n lines of the process's log.
 func (p *process) tail(n int) string { return tailFile(p.logPath, n) }

@@ -108,14 +108,14 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	deadline := time.Now().Add(n.opts.ReadyTimeout)
 	for {
 		if err := n.ctr(ctx, "version"); err == nil {
-			n.logf("containerd started (pid %d, oom_score_adj restricted: %v)", p.pid(), restrict)
+			n.logf("containerd started (pid %d, oom_score_adj restricted: %v)", p.PID(), restrict)
 			return nil
 		} else if time.Now().After(deadline) {
 			return fmt.Errorf("harness: containerd not serving within %s: %w; log tail:\n%s", n.opts.ReadyTimeout, err, n.LogTail("containerd", 30))
 		}
 		select {
-		case <-p.done:
-			return fmt.Errorf("harness: containerd exited (%v); log tail:\n%s", p.waitErr, n.LogTail("containerd", 30))
+		case <-p.Done():
+			return fmt.Errorf("harness: containerd exited (%v); log tail:\n%s", p.Err(), n.LogTail("containerd", 30))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
@@ -161,7 +161,7 @@ func (n *Node) stopContainerd() error {
 	n.containerd = nil
 	n.mu.Unlock()
 	if p != nil {
-		_ = p.stop(10 * time.Second)
+		_ = p.Stop(10 * time.Second)
 	}
 	return n.killShims()
 }

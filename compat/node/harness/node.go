@@ -213,7 +213,7 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 	}
 	n.kubelet = p
 	n.mu.Unlock()
-	n.logf("kubelet started (pid %d)", p.pid())
+	n.logf("kubelet started (pid %d)", p.PID())
 	return n.waitNodeReady(ctx, p)
 }
 
@@ -229,7 +229,7 @@ func (n *Node) stopKubelet() error {
 	if p == nil {
 		return nil
 	}
-	return p.stop(30 * time.Second)
+	return p.Stop(30 * time.Second)
 }
 
 // KubeletPID is the running kubelet's process ID, 0 when it is stopped.
@@ -239,7 +239,7 @@ func (n *Node) KubeletPID() int {
 	if n.kubelet == nil {
 		return 0
 	}
-	return n.kubelet.pid()
+	return n.kubelet.PID()
 }
 
 // Stop stops the kubelet, every container, containerd and its shims, and
@@ -281,8 +281,8 @@ func (n *Node) waitNodeReady(ctx context.Context, kubelet *process) error {
 	var last string
 	for {
 		select {
-		case <-kubelet.done:
-			return fmt.Errorf("harness: the kubelet exited before its node was Ready (%v); log tail:\n%s", kubelet.waitErr, n.LogTail("kubelet", 30))
+		case <-kubelet.Done():
+			return fmt.Errorf("harness: the kubelet exited before its node was Ready (%v); log tail:\n%s", kubelet.Err(), n.LogTail("kubelet", 30))
 		case <-ctx.Done():
 			return fmt.Errorf("harness: node %s not Ready within %s (last: %s); kubelet log tail:\n%s", n.opts.Name, n.opts.ReadyTimeout, last, n.LogTail("kubelet", 30))
 		case <-time.After(250 * time.Millisecond):
