@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/dranode/dranode/checkpoint"
 )
 
 // MaxCheckpointSize is the largest kubelet checkpoint file the readers
@@ -64,26 +66,9 @@ func readCheckpoint(path, what string) ([]byte, error) {
 func checkRegular(st fs.FileInfo) error {
 	switch {
 	case !st.Mode().IsRegular():
-		return fmt.Errorf("%w: %s", ErrNotRegular, describeMode(st.Mode()))
+		return fmt.Errorf("%w: %s", ErrNotRegular, checkpoint.DescribeFileMode(st.Mode()))
 	case st.Size() > MaxCheckpointSize:
 		return fmt.Errorf("%w: %d bytes, more than %d", ErrTooLarge, st.Size(), MaxCheckpointSize)
 	}
 	return nil
-}
-
-func describeMode(mode fs.FileMode) string {
-	switch {
-	case mode.IsDir():
-		return "a directory"
-	case mode&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case mode&fs.ModeSocket != 0:
-		return "a socket"
-	case mode&fs.ModeCharDevice != 0:
-		return "a character device"
-	case mode&fs.ModeDevice != 0:
-		return "a block device"
-	default:
-		return "a file of mode " + mode.String()
-	}
 }

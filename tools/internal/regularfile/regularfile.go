@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/dranode/dranode/checkpoint"
 )
 
 var (
@@ -29,7 +31,7 @@ func (e *NotRegularError) Error() string {
 	if want == "" {
 		want = "a regular file"
 	}
-	return fmt.Sprintf("%s is %s, not %s", e.Path, Describe(e.Mode), want)
+	return fmt.Sprintf("%s is %s, not %s", e.Path, checkpoint.DescribeFileMode(e.Mode), want)
 }
 
 // Is makes errors.Is(err, ErrNotRegular) true.
@@ -49,28 +51,6 @@ func (e *TooLargeError) Error() string {
 
 // Is makes errors.Is(err, ErrTooLarge) true.
 func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
-
-// Describe names the type of file mode describes, for error messages.
-func Describe(mode fs.FileMode) string {
-	switch {
-	case mode.IsRegular():
-		return "a regular file"
-	case mode.IsDir():
-		return "a directory"
-	case mode&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case mode&fs.ModeSocket != 0:
-		return "a socket"
-	case mode&fs.ModeCharDevice != 0:
-		return "a character device"
-	case mode&fs.ModeDevice != 0:
-		return "a block device"
-	case mode&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	default:
-		return fmt.Sprintf("a file of mode %s", mode)
-	}
-}
 
 // File is an open regular file and its size when it was opened.
 type File struct {
