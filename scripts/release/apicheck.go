@@ -70,11 +70,15 @@ func APICheck(r *Repo, modules []string, goreleaseBin string, log io.Writer) err
 	if err := buildPendingProxy(r, proxyDir); err != nil {
 		return err
 	}
-	g, err := newGoEnv(tmp, "file://"+filepath.ToSlash(proxyDir))
+	modCache, unlock, err := openSharedModCache()
 	if err != nil {
 		return err
 	}
-	defer g.close()
+	defer unlock()
+	g, err := newGoEnv(modCache, "file://"+filepath.ToSlash(proxyDir))
+	if err != nil {
+		return err
+	}
 	if goreleaseBin == "" {
 		goreleaseBin = filepath.Join(tmp, "gorelease")
 		// The version of gorelease is the one the tool module pins with

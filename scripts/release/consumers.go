@@ -36,7 +36,7 @@ func Consumers(r *Repo, proxyDir string, apps []string, log io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	g, err := newGoEnv(tmp, "file://"+filepath.ToSlash(proxyDir))
+	g, err := newGoEnv(filepath.Join(tmp, "modcache"), "file://"+filepath.ToSlash(proxyDir))
 	if err != nil {
 		return err
 	}

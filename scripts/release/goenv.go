@@ -19,10 +19,11 @@ type goEnv struct {
 	env      []string
 }
 
-// newGoEnv prepares an environment under tmp whose GOPROXY serves proxyURL
-// first. The checksum database is consulted for everything but this
-// repository's modules, whose releases it has never seen.
-func newGoEnv(tmp, proxyURL string) (*goEnv, error) {
+// newGoEnv prepares an environment with the module cache modCache whose
+// GOPROXY serves proxyURL first. The checksum database is consulted for
+// everything but this repository's modules, whose releases it has never
+// seen.
+func newGoEnv(modCache, proxyURL string) (*goEnv, error) {
 	realCache, err := goEnvValue("GOMODCACHE")
 	if err != nil {
 		return nil, err
@@ -39,12 +40,13 @@ func newGoEnv(tmp, proxyURL string) (*goEnv, error) {
 			chain = append(chain, p)
 		}
 	}
-	g := &goEnv{modCache: filepath.Join(tmp, "modcache")}
+	g := &goEnv{modCache: modCache}
 	// The checksum database's tiles and lookups are content-addressed and
 	// verified against its signed tree head whatever cache they come from;
 	// seeding them saves fetching hundreds again on every run.
 	sumdb := filepath.Join("cache", "download", "sumdb")
-	if _, err := os.Stat(filepath.Join(realCache, sumdb)); err == nil {
+	_, seeded := os.Stat(filepath.Join(g.modCache, sumdb))
+	if _, err := os.Stat(filepath.Join(realCache, sumdb)); err == nil && seeded != nil {
 		if err := os.CopyFS(filepath.Join(g.modCache, sumdb), os.DirFS(filepath.Join(realCache, sumdb))); err != nil {
 			return nil, fmt.Errorf("seeding the scratch module cache: %w", err)
 		}
@@ -52,7 +54,9 @@ func newGoEnv(tmp, proxyURL string) (*goEnv, error) {
 	set := map[string]string{
 		"GOMODCACHE":  g.modCache,
 		"GOPROXY":     strings.Join(chain, ","),
-		"GOFLAGS":     "-mod=mod -trimpath", // -trimpath: the build cache is shared whatever GOMODCACHE is
+		// -trimpath: the build cache is shared whatever GOMODCACHE is;
+		// -modcacherw: a shared cache's own modules can be evicted.
+		"GOFLAGS":     "-mod=mod -trimpath -modcacherw",
 		"GONOSUMDB":   strings.TrimSuffix(pathPrefix, "/"),
 		"GOPRIVATE":   "",
 		"GONOPROXY":   "",
