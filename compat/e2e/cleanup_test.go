@@ -158,7 +158,9 @@ func TestLeftoversCleaned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the call reach the frozen plugin
+	if err := harness.WaitForQueuedInput(n.ctx, plugins[0], 60*time.Second); err != nil {
+		t.Fatal(err) // the call has not reached the frozen plugin
+	}
 	n.agent.Kill()
 	if err := syscall.Kill(plugins[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -114,17 +114,11 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 	for i, p := range pods {
 		wg.Go(func() { _, errs[i] = n.Prepare(p) })
 	}
-	// A claim in the agent's record (PrepareStarted is recorded while the
-	// claim is read, just before the plugin call; none was recorded
-	// before) means calls are on their way to the frozen plugin; the pause
-	// lets them arrive, and the error count below confirms they did.
-	err = harness.Poll(n.ctx, 20*time.Millisecond, 60*time.Second, "a claim recorded by the agent", func(context.Context) (bool, error) {
-		return n.gauge("dranode_claims_recorded") > 0, nil
-	})
-	if err != nil {
+	// The frozen plugin has unread input once a Prepare reached it; the
+	// error count below confirms the kill landed during calls.
+	if err := harness.WaitForQueuedInput(n.ctx, oldPIDs[0], 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
 	if err := syscall.Kill(oldPIDs[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -76,9 +76,11 @@ func TestDriverRestartMidway(t *testing.T) {
 	for i, p := range pods[10:] {
 		wg.Go(func() { attempts[i], errs[i] = n.Prepare(p) })
 	}
-	// Time for the kubelet's calls to reach the frozen driver; if none
-	// did, the retry count below says so.
-	time.Sleep(500 * time.Millisecond)
+	// A call of the kubelet's has reached the frozen driver; the retry
+	// count below says whether the kill landed during calls.
+	if err := harness.WaitForQueuedInput(n.ctx, pid, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	n.driver.Kill()
 	if err := n.driver.Start(); err != nil {
 		t.Fatal(err)
