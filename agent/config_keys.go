@@ -116,7 +116,7 @@ func derivedPath(s *setting[string], dir, markdown string) *setting[string] {
 }
 
 func nodeNameKey() configKey {
-	return &setting[string]{key: "nodeName", flag: "node-name", help: "Kubernetes node name (default: the host name)",
+	return &setting[string]{key: "nodeName", flag: "node-name", help: "Kubernetes node name",
 		markdown: "the node; slices and claim checks use it", docDef: "host name",
 		def: func() string {
 			host, _ := os.Hostname()

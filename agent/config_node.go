@@ -11,9 +11,12 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dranode/dranode/checkpoint/kubeletcompat"
 )
 
 // The access(2) modes CheckNode asks about.
@@ -32,97 +35,171 @@ const (
 // directories the process can write, or can create (the nearest existing
 // parent is a directory it can write); a claim record already in stateDir is
 // a writable directory; claims.dir, if it exists in standalone mode, is a
-// readable directory; http.address's host, if an IP address, is one of this
-// machine's. The plugin binaries are CheckPluginBinaries's.
+// readable directory; kubelet.draManagerState, if it exists, is a kubelet
+// checkpoint the process can read, and in cluster mode with the sweep on it
+// must exist (a running kubelet always has one); http.address's host, if an
+// IP address, is one of this machine's, and its port is tried (bound for a
+// moment and let go). The plugin binaries are CheckPluginBinaries's.
 //
-// It returns the checks it could not make, one line each naming the key
-// ("kubeconfig: whether the API server ... answers ..."), and an error
-// joining one *ConfigError per key that failed (or Validate's error).
-func CheckNode(cfg Config) (notChecked []string, err error) {
+// The report says what was found that refuses nothing (a port in use, a
+// kubelet checkpoint standalone mode goes without) and which checks could
+// not be made, one line each naming the key; the error joins one
+// *ConfigError per key that failed (or is Validate's error).
+func CheckNode(cfg Config) (NodeReport, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return NodeReport{}, err
 	}
-	var errs []error
-	fail := func(key string, err error) {
-		errs = append(errs, &ConfigError{Key: key, Reason: err.Error(), Err: err})
-	}
-	skip := func(format string, args ...any) {
-		notChecked = append(notChecked, fmt.Sprintf(format, args...))
-	}
-
+	n := &nodeCheck{cfg: cfg}
 	if err := checkBootIDFile(cfg.BootIDFile); err != nil {
-		fail("bootIDFile", err)
+		n.fail("bootIDFile", err)
 	}
-	// The mode, chosen as Start chooses it.
-	standalone := false
+	n.mode()
+	n.directories()
+	n.kubeletCheckpoint()
+	n.httpAddress()
+	n.skip("plugins.drivers: whether each plugin starts and answers (needs running it)")
+	return n.report, errors.Join(n.errs...)
+}
+
+// NodeReport is what CheckNode says besides its error.
+type NodeReport struct {
+	// Found are results that refuse nothing but are worth knowing, one
+	// line each starting with the key ("http.address: port 8085 is
+	// free now").
+	Found []string
+	// NotChecked are the checks that need what the node does not offer
+	// here, one line each starting with the key ("kubeconfig: whether the
+	// API server ... answers ...").
+	NotChecked []string
+}
+
+// nodeCheck gathers CheckNode's results.
+type nodeCheck struct {
+	cfg        Config
+	standalone bool // the mode, as Start chooses it
+	report     NodeReport
+	errs       []error
+}
+
+func (n *nodeCheck) fail(key string, err error) {
+	n.errs = append(n.errs, &ConfigError{Key: key, Reason: err.Error(), Err: err})
+}
+
+func (n *nodeCheck) skip(format string, args ...any) {
+	n.report.NotChecked = append(n.report.NotChecked, fmt.Sprintf(format, args...))
+}
+
+func (n *nodeCheck) found(format string, args ...any) {
+	n.report.Found = append(n.report.Found, fmt.Sprintf(format, args...))
+}
+
+// mode finds the mode as Start does: kubeconfig, in-cluster, or standalone.
+func (n *nodeCheck) mode() {
 	switch {
-	case cfg.Kubeconfig != "":
-		if rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig); err != nil {
-			fail("kubeconfig", err)
+	case n.cfg.Kubeconfig != "":
+		if rc, err := clientcmd.BuildConfigFromFlags("", n.cfg.Kubeconfig); err != nil {
+			n.fail("kubeconfig", err)
 		} else {
-			skip("kubeconfig: whether the API server %s answers and accepts the credentials (needs the API server)", rc.Host)
+			n.skip("kubeconfig: whether the API server %s answers and accepts the credentials (needs the API server)", rc.Host)
 		}
 	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
 		if rc, err := rest.InClusterConfig(); err != nil {
-			fail("kubeconfig", fmt.Errorf("empty, and the in-cluster configuration cannot be used: %w", err))
+			n.fail("kubeconfig", fmt.Errorf("empty, and the in-cluster configuration cannot be used: %w", err))
 		} else {
-			skip("kubeconfig: empty, in-cluster: whether the API server %s answers and accepts the service account (needs the API server)", rc.Host)
+			n.skip("kubeconfig: empty, in-cluster: whether the API server %s answers and accepts the service account (needs the API server)", rc.Host)
 		}
 	default:
-		standalone = true
+		n.standalone = true
 	}
+}
 
+func (n *nodeCheck) directories() {
+	cfg := n.cfg
 	dirs := []struct{ key, path string }{
 		{"stateDir", cfg.StateDir},
 		{"kubelet.registryDir", cfg.Kubelet.RegistryDir},
 		{"kubelet.pluginsDir", cfg.Kubelet.PluginsDir},
 		{"cdi.dir", cfg.CDI.Dir},
 	}
-	if standalone {
+	if n.standalone {
 		dirs = append(dirs, struct{ key, path string }{"slices.dryRunDir", cfg.Slices.DryRunDir})
 	}
 	for _, d := range dirs {
 		checked, err := checkWritableDir(d.path)
 		switch {
 		case err != nil:
-			fail(d.key, err)
+			n.fail(d.key, err)
 		case !checked:
-			skip("%s: whether %s is writable (not asked on %s)", d.key, d.path, runtime.GOOS)
+			n.skip("%s: whether %s is writable (not asked on %s)", d.key, d.path, runtime.GOOS)
 		case d.key == "stateDir":
 			// The claim record, if there is one already.
 			record := filepath.Join(cfg.StateDir, claimRecordDir)
 			if _, err := os.Lstat(record); err == nil {
 				if _, err := checkWritableDir(record); err != nil {
-					fail(d.key, fmt.Errorf("the claim record: %w", err))
+					n.fail(d.key, fmt.Errorf("the claim record: %w", err))
 				}
 			}
 		}
 	}
-	if standalone {
-		if fi, err := os.Stat(cfg.Claims.Dir); err == nil {
-			if !fi.IsDir() {
-				fail("claims.dir", fmt.Errorf("%s is not a directory", cfg.Claims.Dir))
-			} else if _, err := canAccess(cfg.Claims.Dir, accessRead|accessSearch); err != nil {
-				fail("claims.dir", fmt.Errorf("%s is not readable (%w)", cfg.Claims.Dir, err))
-			}
+	if !n.standalone {
+		return
+	}
+	if fi, err := os.Stat(cfg.Claims.Dir); err == nil {
+		if !fi.IsDir() {
+			n.fail("claims.dir", fmt.Errorf("%s is not a directory", cfg.Claims.Dir))
+		} else if _, err := canAccess(cfg.Claims.Dir, accessRead|accessSearch); err != nil {
+			n.fail("claims.dir", fmt.Errorf("%s is not readable (%w)", cfg.Claims.Dir, err))
 		}
 	}
+}
 
-	if cfg.HTTP.Address != "" {
-		host, port, _ := net.SplitHostPort(cfg.HTTP.Address) // Validate checked it
-		if ip := net.ParseIP(host); ip != nil {
-			if !ip.IsUnspecified() && !ip.IsLoopback() && !isLocalAddress(ip) {
-				fail("http.address", fmt.Errorf("%s is not an address of this machine", host))
-			}
-		} else if host != "" {
-			skip("http.address: whether %q names an address of this machine (needs name resolution)", host)
+// kubeletCheckpoint reads the kubelet's checkpoint as the sweep and the
+// reconciliation of a damaged record would.
+func (n *nodeCheck) kubeletCheckpoint() {
+	path, sweep := n.cfg.Kubelet.DRAManagerState, n.cfg.Cleanup.Interval > 0
+	_, err := kubeletcompat.ReadDRAManagerState(path)
+	switch {
+	case err == nil:
+	case !errors.Is(err, fs.ErrNotExist):
+		n.fail("kubelet.draManagerState", fmt.Errorf("%w: the sweep for leftover claims would clean nothing", err))
+	case n.standalone:
+		if sweep {
+			n.found("kubelet.draManagerState: %s does not exist, as expected standalone (no kubelet): the sweep for leftover claims cleans nothing", path)
 		}
-		if port != "" && port != "0" {
-			skip("http.address: whether port %s is free (an agent running now holds it)", port)
-		}
+	case sweep:
+		n.fail("kubelet.draManagerState", fmt.Errorf("%s does not exist, and a running kubelet always has one: the path is wrong "+
+			"(the kubelet's --root-dir + /dra_manager_state); until it is right the sweep for leftover claims cleans nothing "+
+			"(cleanup.interval: 0s turns the sweep off)", path))
 	}
-	skip("plugins.drivers: whether each plugin starts and answers (needs running it)")
-	return notChecked, errors.Join(errs...)
+}
+
+func (n *nodeCheck) httpAddress() {
+	if n.cfg.HTTP.Address == "" {
+		return
+	}
+	host, port, _ := net.SplitHostPort(n.cfg.HTTP.Address) // Validate checked it
+	ip := net.ParseIP(host)
+	switch {
+	case ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() && !isLocalAddress(ip):
+		n.fail("http.address", fmt.Errorf("%s is not an address of this machine", host))
+		return
+	case ip == nil && host != "":
+		n.skip("http.address: whether %q names an address of this machine, and whether port %s is free there (needs name resolution)", host, port)
+		return
+	case port == "0":
+		return // any free port
+	}
+	// Listen as Start would, and let go at once.
+	lis, err := net.Listen("tcp", n.cfg.HTTP.Address)
+	switch {
+	case err == nil:
+		lis.Close()
+		n.found("http.address: port %s is free now", port)
+	case errors.Is(err, syscall.EADDRINUSE):
+		n.found("http.address: port %s is in use now: the agent cannot start while it is (an agent running now would hold it)", port)
+	default:
+		n.fail("http.address", err)
+	}
 }
 
 // checkBootIDFile fails where Start's reading of the boot ID would, without
