@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -110,7 +111,7 @@ func derivedPath(s *setting[string], dir, markdown string) *setting[string] {
 		if c.StateDir == "" {
 			return ""
 		}
-		return c.StateDir + "/" + dir
+		return filepath.Join(c.StateDir, dir)
 	}
 	return s
 }

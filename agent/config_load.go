@@ -48,9 +48,9 @@ func LoadConfig(fs *pflag.FlagSet, environ []string) (Config, error) {
 	}
 	cfg := DefaultConfig()
 	for _, k := range configKeys {
-		// Viper's defaults are not used: a key no source sets keeps
-		// DefaultConfig's value, which is already of its type.
-		if raw := v.Get(k.name()); raw != nil && v.IsSet(k.name()) {
+		// Viper is given no defaults: a key no source sets (or the file
+		// sets to null) keeps DefaultConfig's value, already of its type.
+		if raw := v.Get(k.name()); raw != nil {
 			if err := k.decode(raw, &cfg); err != nil {
 				return Config{}, err
 			}
@@ -116,6 +116,7 @@ func setEnvironment(v *viper.Viper, env map[string]string) error {
 		}
 		var key configKey
 		for _, k := range configKeys {
+			// A key without a flag (a list) is set in the file only.
 			if k.flagName() != "" && envName(k.name()) == name {
 				key = k
 			}
