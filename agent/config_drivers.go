@@ -93,7 +93,7 @@ func decodeError(key string, err error) error {
 	reason := de.Unwrap().Error()
 	if keys, ok := strings.CutPrefix(reason, "has invalid keys: "); ok {
 		// Only keys that did not come from the file can get here (those
-		// are found as written by checkFileKeys), so lower case is all there is.
+		// are found as written by fileWalk), so lower case is all there is.
 		var full []string
 		for _, k := range strings.Split(keys, ", ") {
 			full = append(full, name+"."+k)
