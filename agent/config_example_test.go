@@ -3,6 +3,7 @@ package agent_test
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,8 +12,9 @@ import (
 )
 
 // CheckNode finds what the agent would refuse on this machine (here: a
-// stateDir that is a file) and says what it cannot check without the API
-// server or running the plugins.
+// stateDir that is a file), says what it found that refuses nothing (here:
+// the HTTP port in use) and what it cannot check without the API server or
+// running the plugins.
 func ExampleCheckNode() {
 	dir, _ := os.MkdirTemp("", "agent-example-")
 	defer os.RemoveAll(dir)
@@ -36,21 +38,30 @@ current-context: c
 	cfg.CDI.Dir = filepath.Join(dir, "cdi")
 	cfg.Claims.Dir = filepath.Join(dir, "claims")
 	cfg.Slices.DryRunDir = filepath.Join(dir, "slices")
-	cfg.HTTP.Address = "127.0.0.1:8085"
+	// A port in use (held here): the agent could not start.
+	held, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer held.Close()
+	cfg.HTTP.Address = held.Addr().String()
+	_, port, _ := net.SplitHostPort(cfg.HTTP.Address)
 	cfg.Plugins.Drivers = []agent.DriverConfig{{Name: "gpu", Path: "/opt/dranode/gpu-plugin", SHA256: strings.Repeat("ab", 32)}}
 
-	notChecked, err := agent.CheckNode(cfg)
+	report, err := agent.CheckNode(cfg)
 	var ce *agent.ConfigError
 	if errors.As(err, &ce) {
 		fmt.Println("refused:", ce.Key)
 	}
-	for _, line := range notChecked {
+	for _, line := range report.Found {
+		if strings.HasPrefix(line, "http.address:") {
+			fmt.Println("found:", strings.Replace(line, port, "PORT", 1))
+		}
+	}
+	for _, line := range report.NotChecked {
 		key, _, _ := strings.Cut(line, ":")
 		fmt.Println("not checked:", key)
 	}
 	// Output:
 	// refused: stateDir
+	// found: http.address: port PORT is in use now: the agent cannot start while it is (an agent running now would hold it)
 	// not checked: kubeconfig
-	// not checked: http.address
 	// not checked: plugins.drivers
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +32,9 @@ func nodeConfig(t *testing.T) Config {
 	cfg.CDI.Dir = filepath.Join(root, "cdi")
 	cfg.Claims.Dir = filepath.Join(root, "claims")
 	cfg.Slices.DryRunDir = filepath.Join(root, "slices")
-	cfg.HTTP.Address = "127.0.0.1:8085"
+	// Port 0: CheckNode binds a port it is given for a moment, and 8085
+	// may be a running agent's on a shared machine.
+	cfg.HTTP.Address = "127.0.0.1:0"
 	cfg.Plugins.Drivers = []DriverConfig{{Name: "p", Path: filepath.Join(root, "plugin"), SHA256: strings.Repeat("ab", 32)}}
 	return cfg
 }
@@ -120,7 +123,8 @@ func TestCheckNodeAgreesWithStart(t *testing.T) {
 			cfg := nodeConfig(t)
 			tt.edit(t, &cfg)
 			before := listTree(t, filepath.Dir(cfg.BootIDFile))
-			notChecked, err := CheckNode(cfg)
+			report, err := CheckNode(cfg)
+			notChecked := report.NotChecked
 			if after := listTree(t, filepath.Dir(cfg.BootIDFile)); after != before {
 				t.Errorf("CheckNode changed the node:\nbefore:\n%s\nafter:\n%s", before, after)
 			}
@@ -206,7 +210,8 @@ func TestCheckNodeReport(t *testing.T) {
 	if err := os.WriteFile(cfg.Kubeconfig, []byte(kubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	notChecked, err := CheckNode(cfg)
+	report, err := CheckNode(cfg)
+	notChecked := report.NotChecked
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("error %v, want ErrInvalidConfig", err)
 	}
@@ -216,7 +221,7 @@ func TestCheckNodeReport(t *testing.T) {
 		}
 	}
 	lines := strings.Join(notChecked, "\n")
-	for _, want := range []string{"kubeconfig: whether the API server https://10.0.0.1:6443 answers", "http.address: whether port 8085 is free"} {
+	for _, want := range []string{"kubeconfig: whether the API server https://10.0.0.1:6443 answers"} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("not checked:\n%s\ndoes not say %q", lines, want)
 		}
@@ -242,5 +247,92 @@ func TestCheckNodeNotWritable(t *testing.T) {
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Key != "stateDir" || !errors.Is(err, fs.ErrPermission) {
 		t.Fatalf("error %v, want stateDir not writable", err)
+	}
+}
+
+// What CheckNode says about the HTTP port and the kubelet's checkpoint is
+// what it found: the port tried, the checkpoint read as the sweep reads it.
+func TestCheckNodeFindings(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	freed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := freed.Addr().String()
+	freed.Close()
+	_, heldPort, _ := net.SplitHostPort(held.Addr().String())
+	_, freePort, _ := net.SplitHostPort(free)
+	tests := []struct {
+		name    string
+		edit    func(t *testing.T, cfg *Config)
+		errKey  string // "" for none
+		found   string // a line of the report's Found that must be there ("" for none)
+		skipped string // a line of its NotChecked that must be there
+	}{
+		{name: "port held", edit: func(_ *testing.T, cfg *Config) { cfg.HTTP.Address, cfg.Cleanup.Interval = held.Addr().String(), 0 },
+			found: "http.address: port " + heldPort + " is in use now"},
+		{name: "port free", edit: func(_ *testing.T, cfg *Config) { cfg.HTTP.Address, cfg.Cleanup.Interval = free, 0 },
+			found: "http.address: port " + freePort + " is free now"},
+		{name: "host name", edit: func(_ *testing.T, cfg *Config) { cfg.HTTP.Address, cfg.Cleanup.Interval = "localhost:8085", 0 },
+			skipped: `http.address: whether "localhost" names an address of this machine, and whether port 8085 is free there`},
+		{name: "standalone, no kubelet checkpoint", edit: func(*testing.T, *Config) {},
+			found: "kubelet.draManagerState: " + "CHECKPOINT does not exist, as expected standalone"},
+		{name: "standalone, sweep off, no kubelet checkpoint", edit: func(_ *testing.T, cfg *Config) { cfg.Cleanup.Interval = 0 }},
+		{name: "standalone, kubelet checkpoint", edit: func(t *testing.T, cfg *Config) {
+			writeDRAManagerState(t, cfg.Kubelet.DRAManagerState, nil)
+		}},
+		{name: "kubelet checkpoint damaged", errKey: "kubelet.draManagerState", edit: func(t *testing.T, cfg *Config) {
+			mkfile(t, cfg.Kubelet.DRAManagerState, 0o600)
+		}},
+		{name: "cluster, no kubelet checkpoint", errKey: "kubelet.draManagerState", edit: clusterMode},
+		{name: "cluster, sweep off, no kubelet checkpoint", edit: func(t *testing.T, cfg *Config) {
+			clusterMode(t, cfg)
+			cfg.Cleanup.Interval = 0
+		}},
+		{name: "cluster, kubelet checkpoint", edit: func(t *testing.T, cfg *Config) {
+			clusterMode(t, cfg)
+			writeDRAManagerState(t, cfg.Kubelet.DRAManagerState, nil)
+		}},
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := nodeConfig(t)
+			cfg.Kubelet.DRAManagerState = filepath.Join(filepath.Dir(cfg.StateDir), "dra_manager_state")
+			tt.edit(t, &cfg)
+			report, err := CheckNode(cfg)
+			var ce *ConfigError
+			switch {
+			case tt.errKey == "" && err != nil:
+				t.Fatalf("CheckNode: %v", err)
+			case tt.errKey != "" && (!errors.As(err, &ce) || ce.Key != tt.errKey):
+				t.Fatalf("CheckNode error %v, want a *ConfigError naming %q", err, tt.errKey)
+			}
+			found := strings.ReplaceAll(strings.Join(report.Found, "\n"), cfg.Kubelet.DRAManagerState, "CHECKPOINT")
+			if tt.found != "" && !strings.Contains(found, tt.found) {
+				t.Errorf("found:\n%s\ndoes not say %q", found, tt.found)
+			}
+			if !strings.Contains(tt.found, "draManagerState") && strings.Contains(found, "draManagerState") {
+				t.Errorf("found:\n%s\nsays something of the kubelet's checkpoint", found)
+			}
+			if skipped := strings.Join(report.NotChecked, "\n"); !strings.Contains(skipped, tt.skipped) {
+				t.Errorf("not checked:\n%s\ndoes not say %q", skipped, tt.skipped)
+			}
+		})
+	}
+}
+
+// clusterMode gives cfg a kubeconfig that loads.
+func clusterMode(t *testing.T, cfg *Config) {
+	t.Helper()
+	cfg.Kubeconfig = cfg.BootIDFile + ".kubeconfig"
+	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://10.0.0.1:6443\"}}]\n" +
+		"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {token: t}}]\n"
+	if err := os.WriteFile(cfg.Kubeconfig, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -203,18 +202,13 @@ func TestExampleConfigsLoad(t *testing.T) {
 	}
 }
 
-// durationKeys lists every time.Duration key of Config, found by walking
-// its mapstructure tags, so a duration key added later is tested too.
-func durationKeys(t reflect.Type, prefix string) []string {
+// durationKeys lists every duration key, found in the declarations, so a
+// duration key added later is tested too.
+func durationKeys() []string {
 	var keys []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		key := prefix + f.Tag.Get("mapstructure")
-		switch {
-		case f.Type == reflect.TypeFor[time.Duration]():
-			keys = append(keys, key)
-		case f.Type.Kind() == reflect.Struct:
-			keys = append(keys, durationKeys(f.Type, key+".")...)
+	for _, k := range configKeys {
+		if k.typeName() == "duration" {
+			keys = append(keys, k.name())
 		}
 	}
 	return keys
@@ -235,10 +229,8 @@ func yamlFor(key, value string) string {
 
 func flagFor(t *testing.T, key string) string {
 	t.Helper()
-	for _, f := range flagKeys {
-		if f.key == key {
-			return f.flag
-		}
+	if k, ok := keyByName(key); ok && k.flagName() != "" {
+		return k.flagName()
 	}
 	t.Fatalf("no flag for key %s", key)
 	return ""
@@ -248,7 +240,7 @@ func flagFor(t *testing.T, key string) string {
 // the value; YAML used to read `30` as 30ns.
 func TestConfigDurationNeedsUnit(t *testing.T) {
 	const drivers = "plugins:\n  drivers:\n    - path: /bin/p\n      sha256: \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n"
-	keys := durationKeys(reflect.TypeFor[Config](), "")
+	keys := durationKeys()
 	if len(keys) < 2 {
 		t.Fatalf("duration keys %v: expected at least shutdownTimeout and slices.syncDelay", keys)
 	}

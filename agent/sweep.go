@@ -151,8 +151,13 @@ func (s *sweeper) sweep(ctx context.Context, now time.Time) {
 		}
 		s.m.sweeps.WithLabelValues(result).Inc()
 		s.m.leftovers.Reset()
-		if s.skipped != result {
-			// Once per change: the metric tells the rest.
+		switch {
+		case s.skipped == result: // once per change: the metric tells the rest
+		case a.standalone && result == sweepKubeletMissing:
+			// No kubelet, no checkpoint: expected, not an error.
+			a.log.Info("Sweep for leftover claims skipped: standalone, no kubelet checkpoint, so nothing is cleaned",
+				"path", a.cfg.Kubelet.DRAManagerState, "result", result)
+		default:
 			a.log.Error(err, "Sweep for leftover claims skipped: without the kubelet's DRA checkpoint a claim in use cannot be told from a leftover, so nothing is cleaned until it can be read",
 				"path", a.cfg.Kubelet.DRAManagerState, "result", result)
 		}

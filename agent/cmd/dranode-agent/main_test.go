@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,7 +70,9 @@ func newNode(t *testing.T) *node {
 	cfg.CDI.Dir = filepath.Join(root, "cdi")
 	cfg.Claims.Dir = filepath.Join(root, "claims")
 	cfg.Slices.DryRunDir = filepath.Join(root, "slices")
-	cfg.HTTP.Address = "127.0.0.1:8085" // never bound by validate
+	// Port 0: validate binds a port it is given for a moment, and 8085 may
+	// be a running agent's on a shared machine.
+	cfg.HTTP.Address = "127.0.0.1:0"
 	cfg.Plugins.Drivers = []agent.DriverConfig{{Name: "p", Path: plugin, SHA256: hex.EncodeToString(sum[:])}}
 	n.cfg = cfg
 	return n
@@ -132,13 +135,28 @@ func (n *node) run(t *testing.T, unprivileged bool, args ...string) (stdout, std
 
 func TestValidateGoodConfig(t *testing.T) {
 	n := newNode(t)
+	// The HTTP port is in use (held here): said as found, not as "not
+	// checked", and not refused (an agent running now would hold it).
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	n.cfg.HTTP.Address = held.Addr().String()
+	_, port, _ := net.SplitHostPort(n.cfg.HTTP.Address)
 	stdout, stderr, code := n.run(t, false, "config", "validate")
 	if code != 0 || !strings.Contains(stdout, "configuration is valid") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	// What needs something the node does not have is said, not passed over.
-	if !strings.Contains(stdout, "not checked:") || !strings.Contains(stdout, "http.address") {
+	if !strings.Contains(stdout, "not checked: plugins.drivers") {
 		t.Errorf("validate does not say what it could not check:\n%s", stdout)
+	}
+	if want := "found: http.address: port " + port + " is in use now"; !strings.Contains(stdout, want) {
+		t.Errorf("validate does not say %q:\n%s", want, stdout)
+	}
+	if strings.Contains(stdout, "whether port") {
+		t.Errorf("validate says it did not check the port it checked:\n%s", stdout)
 	}
 	// Nothing was created.
 	for _, dir := range []string{n.cfg.StateDir, n.cfg.Kubelet.RegistryDir, n.cfg.CDI.Dir, n.cfg.Slices.DryRunDir} {
@@ -238,5 +256,71 @@ func TestValidateFindsWhatStartRefuses(t *testing.T) {
 				t.Errorf("agent start: exit %d, want 1 and an error naming %s\nstdout:\n%s\nstderr:\n%s", code, tt.key, stdout, stderr)
 			}
 		})
+	}
+}
+
+// A command line that cannot be run exits 2 with the usage; a command that
+// fails exits 1; help exits 0.
+func TestExitStatus(t *testing.T) {
+	n := newNode(t)
+	file := filepath.Join(n.root, "agent.yaml")
+	writeFile(t, file, []byte("nodeName: a\n"), 0o644) // no drivers: refused
+	tests := []struct {
+		args     []string
+		code     int
+		inStderr string
+	}{
+		{[]string{"--bogus"}, 2, "unknown flag: --bogus"},
+		{[]string{"extra"}, 2, `unknown command "extra"`},
+		{[]string{"config"}, 2, "missing subcommand"},
+		{[]string{"config", "frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"config", "validate", "extra"}, 2, `unknown command "extra"`},
+		{[]string{"config", "print", "--claims-burst"}, 2, "flag needs an argument"},
+		{[]string{"config", "print", "--http-pprof=maybe", "--config", file}, 1, `"http.pprof"`},
+		{[]string{"config", "validate", "--config", file}, 1, `"plugins.drivers"`},
+		{[]string{"--help"}, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			cmd := exec.Command(n.bin, tt.args...)
+			cmd.Env = []string{runAsAgentEnv + "=1", "PATH=" + os.Getenv("PATH")}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code || !strings.Contains(stderr.String(), tt.inStderr) {
+				t.Errorf("exit %d, want %d and %q in stderr:\n%s", code, tt.code, tt.inStderr, stderr.String())
+			}
+			if code == 2 && !strings.Contains(stderr.String(), "Usage:") {
+				t.Errorf("usage error without the usage:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
+// --help shows each flag's type and default.
+func TestHelpShowsTypesAndDefaults(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--help"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{
+		"--slices-sync-delay duration", "(default 100ms)",
+		"--claims-burst int", "(default 100)",
+		"--claims-qps float", "(default 50)",
+		"--state-dir path", "(default /var/lib/dranode)",
+		"--memory-limit quantity", "(default 32Mi)",
+		"--slices-unhealthy-taint-effect string", `(default "NoSchedule")`,
+		"--http-pprof ", "DRANODE_HTTP_PPROF",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("--help does not show %q:\n%s", want, stdout.String())
+		}
 	}
 }
