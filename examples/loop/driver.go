@@ -124,19 +124,14 @@ func (d *Driver) file(i int) string {
 // more. Called with d.mu held.
 func (d *Driver) ensure(i int) (loopdev.Device, error) {
 	file := d.file(i)
-	held, err := d.host.FindBacking(file)
+	live, stale, err := d.host.Held(file)
 	if err != nil {
 		return loopdev.Device{}, err
 	}
-	var live []loopdev.Device
-	for _, dev := range held {
-		if dev.BackingDeleted {
-			if err := d.host.DetachDeleted(dev.Index, file); err != nil {
-				return loopdev.Device{}, fmt.Errorf("detaching %s, which holds the deleted %s: %w", d.host.NodePath(dev.Index), file, err)
-			}
-			continue
+	for _, dev := range stale {
+		if err := d.host.DetachStale(dev.Index, file); err != nil {
+			return loopdev.Device{}, fmt.Errorf("detaching %s, which holds the deleted %s: %w", d.host.NodePath(dev.Index), file, err)
 		}
-		live = append(live, dev)
 	}
 	if len(live) > 0 {
 		return live[0], nil
@@ -224,22 +219,17 @@ type state struct {
 }
 
 func (d *Driver) states() ([]state, error) {
-	devs, err := d.host.List()
-	if err != nil {
-		return nil, err
-	}
 	out := make([]state, *d.cfg.NumDevices)
 	for i := range out {
-		file := d.file(i)
-		for _, dev := range devs {
-			if !dev.Attached() || dev.BackingFile != file {
-				continue
-			}
-			if dev.BackingDeleted && out[i].deleted == nil {
-				out[i].deleted = &dev
-			} else if !dev.BackingDeleted && out[i].live == nil {
-				out[i].live = &dev
-			}
+		live, stale, err := d.host.Held(d.file(i))
+		if err != nil {
+			return nil, err
+		}
+		if len(live) > 0 {
+			out[i].live = &live[0]
+		}
+		if len(stale) > 0 {
+			out[i].deleted = &stale[0]
 		}
 	}
 	return out, nil
@@ -441,15 +431,12 @@ func (d *Driver) Unprepare(ctx context.Context, claims []pluginmgr.PreparedClaim
 // Called with d.mu held.
 func (d *Driver) zero(i int) error {
 	file := d.file(i)
-	held, err := d.host.FindBacking(file)
+	live, _, err := d.host.Held(file)
 	if err != nil {
 		return err
 	}
 	zeroed := false
-	for _, dev := range held {
-		if dev.BackingDeleted {
-			continue
-		}
+	for _, dev := range live {
 		if err := d.host.Zero(dev.Index, file); err != nil {
 			return err
 		}
@@ -463,4 +450,27 @@ func (d *Driver) zero(i int) error {
 		return nil
 	}
 	return err
+}
+
+// DetachAll detaches every loop device holding a disk of stateDir (every
+// disk-N.img there, deleted or not): what an operator runs after removing
+// the driver from a node, since the plugin itself never detaches, so that
+// the disks stay with the pods that use them across plugin restarts.
+func DetachAll(stateDir string) error {
+	var host loopdev.Host
+	var errs []error
+	for i := range maxDevices {
+		file := filepath.Join(stateDir, diskName(i)+".img")
+		live, stale, err := host.Held(file)
+		if err != nil {
+			return err
+		}
+		for _, dev := range live {
+			errs = append(errs, host.Detach(dev.Index, file))
+		}
+		for _, dev := range stale {
+			errs = append(errs, host.DetachStale(dev.Index, file))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -134,7 +134,8 @@ func TestNextClaimReadsZeros(t *testing.T) {
 	first := claimFor("disk-1")
 	devs := mustPrepare(t, p, first)
 	node := devs[0].Edits.DeviceNodes[0]
-	held, err := loopdev.FindBacking("/sys", filepath.Join(dir, "disk-1.img"))
+	var host loopdev.Host
+	held, _, err := host.Held(filepath.Join(dir, "disk-1.img"))
 	if err != nil || len(held) != 1 {
 		t.Fatalf("loop devices holding disk-1: %+v, %v", held, err)
 	}
@@ -177,11 +178,11 @@ func TestHealthFromTheKernel(t *testing.T) {
 
 	// Someone else detaches disk-1's loop device.
 	file1 := filepath.Join(dir, "disk-1.img")
-	held, err := loopdev.FindBacking("/sys", file1)
+	var host loopdev.Host
+	held, _, err := host.Held(file1)
 	if err != nil || len(held) != 1 {
 		t.Fatalf("loop devices holding disk-1: %+v, %v", held, err)
 	}
-	var host loopdev.Host
 	if err := host.Detach(held[0].Index, file1); err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestSurvivesSIGKILL(t *testing.T) {
 		t.Errorf("Prepare after the restart = %+v, before %+v", after, before)
 	}
 	for _, disk := range []string{"disk-0.img", "disk-1.img"} {
-		if held, err := loopdev.FindBacking("/sys", filepath.Join(dir, disk)); err != nil || len(held) != 1 {
+		if held, _, err := host.Held(filepath.Join(dir, disk)); err != nil || len(held) != 1 {
 			t.Errorf("%s is held by %d loop devices (%v), want 1", disk, len(held), err)
 		}
 	}
@@ -399,4 +400,36 @@ func allZero(b []byte) bool {
 		}
 	}
 	return len(b) > 0
+}
+
+// "loop-plugin detach" leaves none of the state directory's disks
+// attached, and touches no other loop device.
+func TestDetachCommand(t *testing.T) {
+	dir := setup(t)
+	other := t.TempDir()
+	looptest.DetachUnderOnCleanup(t, other)
+	otherFile := filepath.Join(other, "other.img")
+	if err := os.WriteFile(otherFile, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var host loopdev.Host
+	otherDev, err := host.Attach(otherFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := launch(t, map[string]any{"stateDir": dir, "size": "1Mi"}, pluginmgr.Options{})
+	mustPrepare(t, p, claimFor("disk-0", "disk-1"))
+	p.Close()
+
+	if out, err := exec.Command(pluginBinary, "detach", dir).CombinedOutput(); err != nil {
+		t.Fatalf("loop-plugin detach: %v\n%s", err, out)
+	}
+	for _, disk := range []string{"disk-0.img", "disk-1.img"} {
+		if live, stale, err := host.Held(filepath.Join(dir, disk)); err != nil || len(live)+len(stale) != 0 {
+			t.Errorf("%s still attached: %+v %+v %v", disk, live, stale, err)
+		}
+	}
+	if live, _, err := host.Held(otherFile); err != nil || len(live) != 1 || live[0].Index != otherDev.Index {
+		t.Errorf("the other file's loop device changed: %+v, %v", live, err)
+	}
 }

@@ -1,6 +1,9 @@
 package loopdev
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -56,8 +59,75 @@ func (h Host) control() string {
 // List is List under h's sysfs.
 func (h Host) List() ([]Device, error) { return List(h.sysRoot()) }
 
-// FindBacking is FindBacking under h's sysfs.
-func (h Host) FindBacking(path string) ([]Device, error) { return FindBacking(h.sysRoot(), path) }
+// Tag is the name Attach gives the loop device of file (the loop
+// device's lo_file_name), by which Held finds it again. The path the
+// kernel shows in sysfs is no proof: the kernel prints it relative to the
+// reader's mount namespace, so a plugin in a new container (the agent's
+// pod replaced) would see another path, or none, for the file an earlier
+// container attached. A digest of the path fits the field's 63 bytes
+// whatever the path's length.
+func Tag(file string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(file)))
+	return "dranode:" + hex.EncodeToString(sum[:16])
+}
+
+// Held finds the loop devices Attach attached file to: live ones, which
+// hold file itself (its inode), and stale ones, which hold a file that
+// was unlinked from that path (sysfs says "(deleted)"). A device holding
+// anything else is not file's, whatever its name or path, and is in
+// neither list.
+func (h Host) Held(file string) (live, stale []Device, err error) {
+	all, err := h.List()
+	if err != nil {
+		return nil, nil, err
+	}
+	var st unix.Stat_t
+	statErr := unix.Stat(file, &st)
+	tag := Tag(file)
+	for _, d := range all {
+		if !d.Attached() {
+			continue
+		}
+		info, err := h.status(d.Index)
+		if errors.Is(err, unix.ENXIO) || errors.Is(err, os.ErrNotExist) {
+			continue // detached, or removed, since the listing
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if cString(info.File_name[:]) != tag {
+			continue
+		}
+		switch {
+		case statErr == nil && info.Inode == st.Ino && info.Device == st.Dev:
+			live = append(live, d)
+		case d.BackingDeleted:
+			stale = append(stale, d)
+		}
+	}
+	return live, stale, nil
+}
+
+// status is LOOP_GET_STATUS64 of loop device index.
+func (h Host) status(index int) (*unix.LoopInfo64, error) {
+	lf, err := os.Open(h.NodePath(index))
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
+	info, err := unix.IoctlLoopGetStatus64(int(lf.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("LOOP_GET_STATUS64 on %s: %w", h.NodePath(index), err)
+	}
+	return info, nil
+}
+
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
 
 // NodePath is loop device index's node under h's device directory.
 func (h Host) NodePath(index int) string {
@@ -143,7 +213,7 @@ func (h Host) configure(idx int, bf *os.File, name string) error {
 	}
 	defer lf.Close()
 	var info unix.LoopInfo64
-	copy(info.File_name[:len(info.File_name)-1], name)
+	copy(info.File_name[:len(info.File_name)-1], Tag(name))
 	err = unix.IoctlLoopConfigure(int(lf.Fd()), &unix.LoopConfig{Fd: uint32(bf.Fd()), Info: info})
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOTTY) {
 		if err = unix.IoctlSetInt(int(lf.Fd()), unix.LOOP_SET_FD, int(bf.Fd())); err == nil {
@@ -204,22 +274,26 @@ func (h Host) Detach(index int, file string) error {
 	return nil
 }
 
-// DetachDeleted detaches loop device index if it holds a file that was
-// unlinked from path (sysfs shows "path (deleted)"): a device whose file
-// no name reaches, which only the file's owner can have made.
-func (h Host) DetachDeleted(index int, path string) error {
+// DetachStale detaches loop device index if it is one of file's stale
+// devices (see Held): its file was unlinked, and no name reaches its data
+// any more.
+func (h Host) DetachStale(index int, file string) error {
 	node := h.NodePath(index)
 	lf, err := os.OpenFile(node, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("opening loop device node: %w", err)
 	}
 	defer lf.Close()
+	info, err := unix.IoctlLoopGetStatus64(int(lf.Fd()))
+	if err != nil {
+		return fmt.Errorf("%s: %w %s: LOOP_GET_STATUS64: %w", node, ErrNotHeld, file, err)
+	}
 	d, err := Read(h.sysRoot(), index)
 	if err != nil {
 		return err
 	}
-	if !d.BackingDeleted || d.BackingFile != path {
-		return fmt.Errorf("%s: %w %s (deleted)", node, ErrNotHeld, path)
+	if cString(info.File_name[:]) != Tag(file) || !d.BackingDeleted {
+		return fmt.Errorf("%s: %w %s (deleted)", node, ErrNotHeld, file)
 	}
 	if err := unix.IoctlSetInt(int(lf.Fd()), unix.LOOP_CLR_FD, 0); err != nil {
 		return fmt.Errorf("LOOP_CLR_FD on %s: %w", node, err)

@@ -40,9 +40,9 @@ func TestAttachWriteZeroDetach(t *testing.T) {
 	if d.Major != loopdev.Major || d.Size != testSize || d.ReadOnly || d.BackingFile != file || d.BackingDeleted {
 		t.Fatalf("after attaching, sysfs says %+v", d)
 	}
-	found, err := host.FindBacking(file)
-	if err != nil || len(found) != 1 || found[0].Index != d.Index {
-		t.Fatalf("FindBacking(%s) = %+v, %v; want loop%d", file, found, err, d.Index)
+	live, stale, err := host.Held(file)
+	if err != nil || len(live) != 1 || live[0].Index != d.Index || len(stale) != 0 {
+		t.Fatalf("Held(%s) = %+v, %+v, %v; want loop%d live", file, live, stale, err, d.Index)
 	}
 
 	pattern := bytes.Repeat([]byte("dranode!"), 512)
@@ -101,8 +101,11 @@ func TestRefusesDeviceItDoesNotHold(t *testing.T) {
 	if err := host.Zero(d.Index, mine); !errors.Is(err, loopdev.ErrNotHeld) {
 		t.Errorf("Zero of a device holding another file = %v, want ErrNotHeld", err)
 	}
-	if err := host.DetachDeleted(d.Index, theirs); !errors.Is(err, loopdev.ErrNotHeld) {
-		t.Errorf("DetachDeleted of a device whose file is not deleted = %v, want ErrNotHeld", err)
+	if err := host.DetachStale(d.Index, theirs); !errors.Is(err, loopdev.ErrNotHeld) {
+		t.Errorf("DetachStale of a device whose file is not deleted = %v, want ErrNotHeld", err)
+	}
+	if live, stale, err := host.Held(mine); err != nil || len(live)+len(stale) != 0 {
+		t.Errorf("Held(%s) = %+v, %+v, %v; the device holds another file", mine, live, stale, err)
 	}
 	if now, err := loopdev.Read("/sys", d.Index); err != nil || now.BackingFile != theirs {
 		t.Fatalf("the device changed: %+v, %v", now, err)
@@ -125,7 +128,19 @@ func TestDeletedBackingFileShows(t *testing.T) {
 	if err != nil || !now.BackingDeleted || now.BackingFile != file {
 		t.Fatalf("after unlinking the file sysfs says %+v, %v", now, err)
 	}
-	if err := host.DetachDeleted(d.Index, file); err != nil {
+	live, stale, err := host.Held(file)
+	if err != nil || len(live) != 0 || len(stale) != 1 || stale[0].Index != d.Index {
+		t.Fatalf("Held(%s) after unlinking = %+v, %+v, %v; want loop%d stale", file, live, stale, err, d.Index)
+	}
+	// A new file at the same path is not what the device holds.
+	backingFile(t, dir, "gone.img")
+	if live, _, err := host.Held(file); err != nil || len(live) != 0 {
+		t.Fatalf("Held(%s) with a new file there = %+v, %v; want no live device", file, live, err)
+	}
+	if err := host.Zero(d.Index, file); !errors.Is(err, loopdev.ErrNotHeld) {
+		t.Errorf("Zero through a device holding the unlinked file = %v, want ErrNotHeld", err)
+	}
+	if err := host.DetachStale(d.Index, file); err != nil {
 		t.Fatal(err)
 	}
 }

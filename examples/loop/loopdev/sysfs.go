@@ -109,22 +109,6 @@ func Read(sysRoot string, index int) (Device, error) {
 	return d, nil
 }
 
-// FindBacking returns the attached loop devices whose backing file is
-// path, deleted or not, by index.
-func FindBacking(sysRoot, path string) ([]Device, error) {
-	all, err := List(sysRoot)
-	if err != nil {
-		return nil, err
-	}
-	var out []Device
-	for _, d := range all {
-		if d.Attached() && d.BackingFile == path {
-			out = append(out, d)
-		}
-	}
-	return out, nil
-}
-
 func parseLoopName(name string) (int, bool) {
 	s, ok := strings.CutPrefix(name, "loop")
 	if !ok || s == "" {

@@ -48,11 +48,17 @@ func Require(t testing.TB, dir string) {
 		t.Skipf("needs the loop driver: %v", err)
 	}
 	Lock(t)
+	DetachUnderOnCleanup(t, dir)
+}
+
+// DetachUnderOnCleanup detaches what is under dir when t ends.
+func DetachUnderOnCleanup(t testing.TB, dir string) {
 	t.Cleanup(func() { DetachUnder(t, dir) })
 }
 
 // DetachUnder detaches every loop device whose backing file is under dir
-// (deleted or not), and only those.
+// (deleted or not), and only those. It goes by sysfs's path, which is
+// right for files this process attached, in its own mount namespace.
 func DetachUnder(t testing.TB, dir string) {
 	t.Helper()
 	var host loopdev.Host
@@ -67,7 +73,7 @@ func DetachUnder(t testing.TB, dir string) {
 			continue
 		}
 		if d.BackingDeleted {
-			err = host.DetachDeleted(d.Index, d.BackingFile)
+			err = host.DetachStale(d.Index, d.BackingFile)
 		} else {
 			err = host.Detach(d.Index, d.BackingFile)
 		}
