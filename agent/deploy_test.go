@@ -159,8 +159,10 @@ func stripComments(doc string) string {
 
 func TestDeploySamplesDecode(t *testing.T) {
 	for file, obj := range map[string]any{
-		"../examples/deploy/samples/gpu-claim-template.yaml": &resourcev1.ResourceClaimTemplate{},
-		"../examples/deploy/samples/gpu-pod.yaml":            &corev1.Pod{},
+		"../examples/deploy/samples/gpu-claim-template.yaml":  &resourcev1.ResourceClaimTemplate{},
+		"../examples/deploy/samples/gpu-pod.yaml":             &corev1.Pod{},
+		"../examples/deploy/samples/loop-claim-template.yaml": &resourcev1.ResourceClaimTemplate{},
+		"../examples/deploy/samples/loop-pod.yaml":            &corev1.Pod{},
 	} {
 		data, err := os.ReadFile(file)
 		if err != nil {
