@@ -92,6 +92,9 @@ func (h Host) Held(file string) (live, stale []Device, err error) {
 		if errors.Is(err, unix.ENXIO) || errors.Is(err, os.ErrNotExist) {
 			continue // detached, or removed, since the listing
 		}
+		if errors.Is(err, os.ErrPermission) {
+			continue // a device this process cannot open, it cannot have attached
+		}
 		if err != nil {
 			return nil, nil, err
 		}
