@@ -173,7 +173,7 @@ func (d *Driver) WatchDevices(ctx context.Context, send func(inventory.Inventory
 	if err != nil {
 		return err
 	}
-	return poll(ctx, time.Duration(cfg.HealthPollInterval), d.inventory, send)
+	return poll(ctx, d.log, time.Duration(cfg.HealthPollInterval), d.inventory, send)
 }
 
 // WatchHealth sends every disk's health, and again whenever it changes.
@@ -182,13 +182,15 @@ func (d *Driver) WatchHealth(ctx context.Context, send func([]pluginmgr.DeviceHe
 	if err != nil {
 		return err
 	}
-	return poll(ctx, time.Duration(cfg.HealthPollInterval), d.health, send)
+	return poll(ctx, d.log, time.Duration(cfg.HealthPollInterval), d.health, send)
 }
 
 // poll sends read's result at once and whenever it differs from the last
 // one sent. sysfs has no event for a changed backing file, so it is read
-// every interval.
-func poll[T any](ctx context.Context, interval time.Duration, read func() (T, error), send func(T) error) error {
+// every interval. A read that fails (sysfs unreadable for a moment) is
+// logged and tried again at the next tick: ending the stream would make
+// the host restart the plugin for it.
+func poll[T any](ctx context.Context, log hclog.Logger, interval time.Duration, read func() (T, error), send func(T) error) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var last T
@@ -196,9 +198,8 @@ func poll[T any](ctx context.Context, interval time.Duration, read func() (T, er
 	for {
 		v, err := read()
 		if err != nil {
-			return err
-		}
-		if first || !reflect.DeepEqual(v, last) {
+			log.Warn("reading the loop devices", "error", err)
+		} else if first || !reflect.DeepEqual(v, last) {
 			if err := send(v); err != nil {
 				return err
 			}

@@ -77,35 +77,31 @@ func Tag(file string) string {
 // anything else is not file's, whatever its name or path, and is in
 // neither list.
 func (h Host) Held(file string) (live, stale []Device, err error) {
+	// The file first, then sysfs: a file unlinked in between is then seen
+	// deleted in sysfs, never missing by name while sysfs still shows it.
+	var st unix.Stat_t
+	statErr := unix.Stat(file, &st)
 	all, err := h.List()
 	if err != nil {
 		return nil, nil, err
 	}
-	var st unix.Stat_t
-	statErr := unix.Stat(file, &st)
 	tag := Tag(file)
 	for _, d := range all {
 		if !d.Attached() {
 			continue
 		}
+		// A device that cannot be asked (detached or removed since the
+		// listing, or not openable by this process) cannot be proven
+		// file's, and is not.
 		info, err := h.status(d.Index)
-		if errors.Is(err, unix.ENXIO) || errors.Is(err, os.ErrNotExist) {
-			continue // detached, or removed, since the listing
-		}
-		if errors.Is(err, os.ErrPermission) {
-			continue // a device this process cannot open, it cannot have attached
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		if cString(info.File_name[:]) != tag {
+		if err != nil || cString(info.File_name[:]) != tag {
 			continue
 		}
 		switch {
-		case statErr == nil && info.Inode == st.Ino && info.Device == st.Dev:
-			live = append(live, d)
 		case d.BackingDeleted:
 			stale = append(stale, d)
+		case statErr == nil && info.Inode == st.Ino && info.Device == st.Dev:
+			live = append(live, d)
 		}
 	}
 	return live, stale, nil
