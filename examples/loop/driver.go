@@ -458,6 +458,11 @@ func (d *Driver) zero(i int) error {
 // the driver from a node, since the plugin itself never detaches, so that
 // the disks stay with the pods that use them across plugin restarts.
 func DetachAll(stateDir string) error {
+	// The tag is made from the absolute path the plugin was configured with.
+	stateDir, err := filepath.Abs(stateDir)
+	if err != nil {
+		return err
+	}
 	var host loopdev.Host
 	var errs []error
 	for i := range maxDevices {

@@ -220,7 +220,7 @@ func waitHealth(t *testing.T, updates <-chan []pluginmgr.DeviceHealth, what stri
 			if ok {
 				return h
 			}
-		case <-t.Context().Done():
+		case <-testDeadline(t).Done():
 			t.Fatalf("%s: no health snapshot %v; the last was %+v", what, want, last)
 		}
 	}
@@ -256,9 +256,12 @@ func TestSurvivesSIGKILL(t *testing.T) {
 	if err := syscall.Kill(p.Status().PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for s := range statuses {
-		if s.State == pluginmgr.StateRunning && s.Restarts == 1 {
-			break
+	for restarted := false; !restarted; {
+		select {
+		case s := <-statuses:
+			restarted = s.State == pluginmgr.StateRunning && s.Restarts == 1
+		case <-testDeadline(t).Done():
+			t.Fatalf("the killed plugin was not restarted: %+v", p.Status())
 		}
 	}
 	after := mustPrepare(t, p, c)
@@ -421,7 +424,10 @@ func TestDetachCommand(t *testing.T) {
 	mustPrepare(t, p, claimFor("disk-0", "disk-1"))
 	p.Close()
 
-	if out, err := exec.Command(pluginBinary, "detach", dir).CombinedOutput(); err != nil {
+	// A path relative to the working directory, as an operator types it.
+	detach := exec.Command(pluginBinary, "detach", filepath.Base(dir))
+	detach.Dir = filepath.Dir(dir)
+	if out, err := detach.CombinedOutput(); err != nil {
 		t.Fatalf("loop-plugin detach: %v\n%s", err, out)
 	}
 	for _, disk := range []string{"disk-0.img", "disk-1.img"} {
@@ -432,4 +438,18 @@ func TestDetachCommand(t *testing.T) {
 	if live, _, err := host.Held(otherFile); err != nil || len(live) != 1 || live[0].Index != otherDev.Index {
 		t.Errorf("the other file's loop device changed: %+v, %v", live, err)
 	}
+}
+
+// testDeadline is done when t ends or shortly before go test's -timeout
+// would kill the binary, so that a wait that never ends fails t with what
+// it waited for instead of a dump of every goroutine (and cleanups run,
+// detaching the loop devices).
+func testDeadline(t *testing.T) context.Context {
+	d, ok := t.Deadline()
+	if !ok {
+		return t.Context()
+	}
+	ctx, cancel := context.WithDeadline(t.Context(), d.Add(-10*time.Second))
+	t.Cleanup(cancel)
+	return ctx
 }
