@@ -79,6 +79,7 @@ func TestLoopDiskEndToEnd(t *testing.T) {
 	c.applySample(loopClaimTemplate)
 
 	pattern := "dranode issue 23 " + rand.Text()
+	t.Logf("pattern %q", pattern)
 	p1 := c.workloadPod("loop-writer", loopPodSample)
 	probe(p1, loopDiskGlob, pattern)
 	c.createPod(p1)
