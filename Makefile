@@ -158,8 +158,9 @@ generate-check: generate
 
 # The quick start: the reference agent standalone (no cluster: claims from
 # examples/config/claims, slices to .run/slices) with the simulated GPU
-# driver; binaries in ./bin, every piece of state under ./.run. Ctrl-C stops
-# it; the state stays for the next run (rm -rf .run to start afresh).
+# driver and the loop block device driver; binaries in ./bin, every piece
+# of state under ./.run. Ctrl-C stops it; the state stays for the next run
+# (bin/loop-plugin detach .run/loop, then rm -rf .run, to start afresh).
 RUN_DIR := $(CURDIR)/.run
 BIN_DIR := $(CURDIR)/bin
 
@@ -178,8 +179,10 @@ run:
 	@mkdir -p $(BIN_DIR) $(RUN_DIR)
 	cd agent && GOWORK=off $(GO) build -o $(BIN_DIR)/dranode-agent ./cmd/dranode-agent
 	cd examples && GOWORK=off $(GO) build -o $(BIN_DIR)/gpu-plugin ./gpu
+	cd examples && GOWORK=off $(GO) build -o $(BIN_DIR)/loop-plugin ./loop/cmd/loop-plugin
 	cd tools && GOWORK=off $(GO) build -o $(BIN_DIR)/dranodectl ./cmd/dranodectl
 	sed -e 's|@RUN@|$(RUN_DIR)|g' -e 's|@BIN@|$(BIN_DIR)|g' -e 's|@CLAIMS@|$(CURDIR)/examples/config/claims|g' \
 	    -e "s|@GPU_SHA256@|$$(sha256sum $(BIN_DIR)/gpu-plugin | cut -d' ' -f1)|g" \
+	    -e "s|@LOOP_SHA256@|$$(sha256sum $(BIN_DIR)/loop-plugin | cut -d' ' -f1)|g" \
 	    examples/config/standalone.yaml > $(RUN_DIR)/agent.yaml
 	$(BIN_DIR)/dranode-agent --config $(RUN_DIR)/agent.yaml

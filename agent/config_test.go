@@ -2,8 +2,10 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,9 +174,13 @@ func TestConfigYAMLRoundTrip(t *testing.T) {
 // `make run` and the comments describe).
 func TestExampleConfigsLoad(t *testing.T) {
 	digest := strings.Repeat("ab", 32)
-	for _, tt := range []struct{ file, replace string }{
-		{"../examples/config/standalone.yaml", ""},
-		{"../examples/config/gpu-plugin.yaml", ""},
+	for _, tt := range []struct {
+		file    string
+		drivers []string
+	}{
+		{"../examples/config/standalone.yaml", []string{"gpu.example.com", "loop.example.com"}},
+		{"../examples/config/gpu-plugin.yaml", []string{"gpu.example.com"}},
+		{"../examples/config/loop-plugin.yaml", []string{"loop.example.com"}},
 	} {
 		t.Run(filepath.Base(tt.file), func(t *testing.T) {
 			data, err := os.ReadFile(tt.file)
@@ -182,23 +188,29 @@ func TestExampleConfigsLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := strings.NewReplacer("@RUN@", "/tmp/run", "@BIN@", "/tmp/bin", "@CLAIMS@", "/tmp/claims",
-				"@GPU_SHA256@", digest, "<output of sha256sum>", digest).Replace(string(data))
+				"@GPU_SHA256@", digest, "@LOOP_SHA256@", digest, "<output of sha256sum>", digest).Replace(string(data))
 			cfg, err := LoadConfig(flags(t, "--config", writeFile(t, s)), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(cfg.Plugins.Drivers) != 1 || cfg.Plugins.Drivers[0].Config["driverName"] != "gpu.example.com" {
-				t.Errorf("drivers: %+v", cfg.Plugins.Drivers)
+			var names []string
+			for _, d := range cfg.Plugins.Drivers {
+				names = append(names, fmt.Sprint(d.Config["driverName"]))
+			}
+			if !slices.Equal(names, tt.drivers) {
+				t.Errorf("drivers: %+v, want driver names %v", cfg.Plugins.Drivers, tt.drivers)
 			}
 		})
 	}
-	// The sample claim decodes strictly and is allocated to the standalone node.
-	c, err := ReadClaimFile("../examples/config/claims/gpu-claim.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Status.Allocation == nil || !selectsNode(c.Status.Allocation, "dranode-dev") {
-		t.Errorf("sample claim not allocated to dranode-dev: %+v", c.Status)
+	// The sample claims decode strictly and are allocated to the standalone node.
+	for _, f := range []string{"gpu-claim.yaml", "loop-claim.yaml"} {
+		c, err := ReadClaimFile("../examples/config/claims/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Status.Allocation == nil || !selectsNode(c.Status.Allocation, "dranode-dev") {
+			t.Errorf("sample claim %s not allocated to dranode-dev: %+v", f, c.Status)
+		}
 	}
 }
 

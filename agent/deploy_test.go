@@ -159,8 +159,10 @@ func stripComments(doc string) string {
 
 func TestDeploySamplesDecode(t *testing.T) {
 	for file, obj := range map[string]any{
-		"../examples/deploy/samples/gpu-claim-template.yaml": &resourcev1.ResourceClaimTemplate{},
-		"../examples/deploy/samples/gpu-pod.yaml":            &corev1.Pod{},
+		"../examples/deploy/samples/gpu-claim-template.yaml":  &resourcev1.ResourceClaimTemplate{},
+		"../examples/deploy/samples/gpu-pod.yaml":             &corev1.Pod{},
+		"../examples/deploy/samples/loop-claim-template.yaml": &resourcev1.ResourceClaimTemplate{},
+		"../examples/deploy/samples/loop-pod.yaml":            &corev1.Pod{},
 	} {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -178,5 +180,76 @@ func TestDeploySamplesDecode(t *testing.T) {
 	_ = yaml.Unmarshal(data, &pod)
 	if len(pod.Spec.ResourceClaims) != 1 || pod.Spec.ResourceClaims[0].ResourceClaimTemplateName == nil || *pod.Spec.ResourceClaims[0].ResourceClaimTemplateName != tmpl.Name {
 		t.Errorf("the sample pod does not use the sample template %q: %+v", tmpl.Name, pod.Spec.ResourceClaims)
+	}
+}
+
+// The loop driver is in the chart's values but off; values-loop.yaml turns
+// it on with its DeviceClass, and its state directory is a host path
+// mounted at the same path (the kernel names a loop device's backing file
+// by the attaching process's path).
+func TestHelmTemplateLoopDriver(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		drivers []string
+		classes []string
+	}{
+		{"default", nil, []string{"gpu"}, []string{"gpu.example.com"}},
+		{"values-loop.yaml", []string{"--values", filepath.Join(chartDir, "values-loop.yaml")}, []string{"gpu", "loop"}, []string{"gpu.example.com", "loop.example.com"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := runHelm(t, append([]string{"template", "rel", chartDir, "--namespace", "dranode", "--kube-version", "1.37.2"}, tc.args...)...)
+			var cm corev1.ConfigMap
+			var ds appsv1.DaemonSet
+			var classes []string
+			for _, doc := range strings.Split(string(out), "\n---") {
+				var meta struct{ Kind string }
+				if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+					t.Fatal(err)
+				}
+				switch meta.Kind {
+				case "ConfigMap":
+					if err := yaml.UnmarshalStrict([]byte(doc), &cm); err != nil {
+						t.Fatal(err)
+					}
+				case "DaemonSet":
+					if err := yaml.UnmarshalStrict([]byte(doc), &ds); err != nil {
+						t.Fatal(err)
+					}
+				case "DeviceClass":
+					var dc resourcev1.DeviceClass
+					if err := yaml.UnmarshalStrict([]byte(doc), &dc); err != nil {
+						t.Fatal(err)
+					}
+					classes = append(classes, dc.Name)
+				}
+			}
+			cfg, err := LoadConfig(flags(t, "--config", writeFile(t, cm.Data["agent.yaml"])), []string{"DRANODE_NODENAME=node-1"})
+			if err != nil {
+				t.Fatalf("chart's agent configuration: %v\n%s", err, cm.Data["agent.yaml"])
+			}
+			var names []string
+			for _, d := range cfg.Plugins.Drivers {
+				names = append(names, d.Name)
+				if _, ok := d.Config["enabled"]; ok {
+					t.Errorf("driver %s: the chart's enabled key reached the plugin's config", d.Name)
+				}
+				if d.Name != "loop" {
+					continue
+				}
+				stateDir, _ := d.Config["stateDir"].(string)
+				mounted := false
+				for _, m := range ds.Spec.Template.Spec.Containers[0].VolumeMounts {
+					mounted = mounted || strings.HasPrefix(stateDir+"/", m.MountPath+"/") && m.MountPath == cfg.StateDir
+				}
+				if !mounted {
+					t.Errorf("loop stateDir %q is not under the agent's stateDir mount %s", stateDir, cfg.StateDir)
+				}
+			}
+			slices.Sort(names)
+			if !slices.Equal(names, tc.drivers) || !slices.Equal(classes, tc.classes) {
+				t.Errorf("drivers %v, classes %v; want %v, %v", names, classes, tc.drivers, tc.classes)
+			}
+		})
 	}
 }

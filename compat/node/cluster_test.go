@@ -51,6 +51,9 @@ type cluster struct {
 	mapper   meta.RESTMapper
 	node     *harness.Node
 	httpPort int
+	// valueFiles are the chart's own values files to deploy with
+	// (values-loop.yaml), before the test's values.
+	valueFiles []string
 }
 
 // startCluster starts everything and deploys the chart with values (on top
@@ -62,6 +65,14 @@ func startCluster(t testing.TB, values map[string]any) *cluster {
 
 func startClusterWith(t testing.TB, values map[string]any, waitReady bool) *cluster {
 	t.Helper()
+	return startClusterFiles(t, nil, func(*cluster) map[string]any { return values }, waitReady)
+}
+
+// startClusterFiles deploys the chart with its values files valueFiles
+// (names in the chart's directory) and the values values returns for the
+// started node.
+func startClusterFiles(t testing.TB, valueFiles []string, values func(*cluster) map[string]any, waitReady bool) *cluster {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	env := &envtest.Environment{Scheduler: true, ControllerManager: true, Audit: true,
@@ -70,7 +81,7 @@ func startClusterWith(t testing.TB, values map[string]any, waitReady bool) *clus
 	// Tests create tens of pods at once: client-go's default 5 requests per
 	// second would make the test's own client the bottleneck it measures.
 	cfg.QPS, cfg.Burst = 500, 1000
-	c := &cluster{t: t, ctx: ctx, env: env, client: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg)}
+	c := &cluster{t: t, ctx: ctx, env: env, client: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg), valueFiles: valueFiles}
 	c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
 	n, err := harness.Start(ctx, harness.Options{
 		Kubeconfig:   env.KubeconfigPath(),
@@ -92,7 +103,7 @@ func startClusterWith(t testing.TB, values map[string]any, waitReady bool) *clus
 		}
 	})
 	c.httpPort = freePort(t)
-	c.deployChart(c.chartValues(values))
+	c.deployChart(c.chartValues(values(c)))
 	if waitReady {
 		c.waitAgentReady()
 	}
@@ -155,7 +166,11 @@ func (c *cluster) deployChart(values map[string]any) {
 	if _, err := c.client.CoreV1().Namespaces().Create(c.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		c.t.Fatal(err)
 	}
-	out := helm(c.t, "template", "dranode", chartDir, "--namespace", agentNS, "--kube-version", "1.37.1", "--values", vf)
+	args := []string{"template", "dranode", chartDir, "--namespace", agentNS, "--kube-version", "1.37.1"}
+	for _, f := range c.valueFiles {
+		args = append(args, "--values", filepath.Join(chartDir, f))
+	}
+	out := helm(c.t, append(args, "--values", vf)...)
 	for _, doc := range strings.Split(string(out), "\n---") {
 		var obj unstructured.Unstructured
 		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {

@@ -7,6 +7,7 @@ replace github.com/dranode/dranode/tools/envtest => ../../tools/envtest
 require (
 	github.com/dranode/dranode/scripts/image v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
+	golang.org/x/sys v0.48.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -52,7 +53,6 @@ require (
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/term v0.46.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.15.0 // indirect

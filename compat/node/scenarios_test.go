@@ -37,8 +37,12 @@ type cdiSpec struct {
 type containerEdits struct {
 	Env         []string `json:"env"`
 	DeviceNodes []struct {
-		Path     string `json:"path"`
-		HostPath string `json:"hostPath"`
+		Path        string `json:"path"`
+		HostPath    string `json:"hostPath"`
+		Type        string `json:"type"`
+		Major       int64  `json:"major"`
+		Minor       int64  `json:"minor"`
+		Permissions string `json:"permissions"`
 	} `json:"deviceNodes"`
 	Mounts []struct {
 		HostPath      string `json:"hostPath"`

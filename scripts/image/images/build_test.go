@@ -93,10 +93,11 @@ func TestImageContents(t *testing.T) {
 		files      map[string]int64 // path in the layers -> mode
 	}{
 		{images.Agent, []string{"/usr/local/bin/dranode-agent"}, map[string]int64{
-			"usr/local/bin/dranode-agent":    0o755,
-			"usr/local/bin/dranodectl":       0o755,
-			"opt/dranode/plugins/gpu-plugin": 0o755,
-			"tmp/":                           0o1777,
+			"usr/local/bin/dranode-agent":     0o755,
+			"usr/local/bin/dranodectl":        0o755,
+			"opt/dranode/plugins/gpu-plugin":  0o755,
+			"opt/dranode/plugins/loop-plugin": 0o755,
+			"tmp/":                            0o1777,
 		}},
 		{images.Pause, []string{"/pause"}, map[string]int64{"pause": 0o755}},
 		{images.Workload, []string{"/usr/local/bin/workload"}, map[string]int64{"usr/local/bin/workload": 0o755}},
@@ -210,19 +211,22 @@ func TestPluginDigests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "gpu-plugin")
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", bin, "./gpu")
-	cmd.Dir = filepath.Join(repoRoot(t), "examples")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH, "GOWORK=off", "GOFLAGS=")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	var want []images.Plugin
+	for _, p := range []struct{ name, pkg string }{{"gpu", "./gpu"}, {"loop", "./loop/cmd/loop-plugin"}} {
+		bin := filepath.Join(t.TempDir(), p.name+"-plugin")
+		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", bin, p.pkg)
+		cmd.Dir = filepath.Join(repoRoot(t), "examples")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH, "GOWORK=off", "GOFLAGS=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(data)
+		want = append(want, images.Plugin{Name: p.name, Path: "/opt/dranode/plugins/" + p.name + "-plugin", SHA256: hex.EncodeToString(sum[:])})
 	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	want := []images.Plugin{{Name: "gpu", Path: "/opt/dranode/plugins/gpu-plugin", SHA256: hex.EncodeToString(sum[:])}}
 	if !reflect.DeepEqual(plugins, want) {
 		t.Fatalf("PluginDigests = %+v, want %+v", plugins, want)
 	}

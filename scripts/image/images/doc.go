@@ -7,7 +7,8 @@
 // The images, by name ([Names]):
 //
 //	dranode-agent  /usr/local/bin/dranode-agent (entrypoint), /usr/local/bin/dranodectl,
-//	               the example GPU driver plugin at /opt/dranode/plugins/gpu-plugin, /tmp
+//	               the example GPU and loop driver plugins at /opt/dranode/plugins/gpu-plugin
+//	               and loop-plugin, /tmp
 //	pause          /pause (entrypoint): holds a pod sandbox, reaps zombies as PID 1
 //	workload       /usr/local/bin/workload (entrypoint): prints its environment,
 //	               device nodes and mounts (package workload), then waits

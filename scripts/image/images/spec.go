@@ -64,6 +64,7 @@ var specs = map[string]imageSpec{
 				comment: "driver plugins",
 				binaries: []binary{
 					{module: "examples", pkg: "./gpu", path: PluginDir + "/gpu-plugin"},
+					{module: "examples", pkg: "./loop/cmd/loop-plugin", path: PluginDir + "/loop-plugin"},
 				},
 			},
 		},

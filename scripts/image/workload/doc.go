@@ -8,6 +8,10 @@
 // the report among them. [Collect] is what the program runs inside the
 // container.
 //
+// With WORKLOAD_BLOCK set ([BlockEnv]) the program also probes a block
+// device ([ProbeBlock]): whether it opens read-write, whether it reads
+// zeros, and a pattern written and read back ([Report.Block]).
+//
 // The package uses the standard library only, so a harness that imports it
 // pulls in nothing else.
 package workload

@@ -35,6 +35,9 @@ type Report struct {
 	// Errors are the parts of /dev or mountinfo that could not be read; a
 	// report never leaves something out silently.
 	Errors []string `json:"errors,omitempty"`
+	// Block is the block device probe's outcome, when the program was
+	// asked for one ([BlockEnv]); nil otherwise.
+	Block *Block `json:"block,omitempty"`
 }
 
 // EnvVar is one environment variable.

@@ -3,7 +3,9 @@
 // one line of JSON on standard output (package
 // github.com/dranode/dranode/scripts/image/workload parses it) and the same
 // in a human-readable form on standard error, then waits for SIGTERM or
-// SIGINT and exits 0.
+// SIGINT and exits 0. With WORKLOAD_BLOCK set it also probes that block
+// device (workload.ProbeBlock: open, read, write WORKLOAD_BLOCK_PATTERN,
+// read back) and reports the outcome.
 package main
 
 import (
@@ -25,6 +27,9 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "workload:", err)
 		os.Exit(1)
+	}
+	if dev := os.Getenv(workload.BlockEnv); dev != "" {
+		r.Block = workload.ProbeBlock(dev, os.Getenv(workload.BlockPatternEnv))
 	}
 	line, err := r.Marshal()
 	if err != nil {
