@@ -52,8 +52,8 @@ func newGoEnv(modCache, proxyURL string) (*goEnv, error) {
 		}
 	}
 	set := map[string]string{
-		"GOMODCACHE":  g.modCache,
-		"GOPROXY":     strings.Join(chain, ","),
+		"GOMODCACHE": g.modCache,
+		"GOPROXY":    strings.Join(chain, ","),
 		// -trimpath: the build cache is shared whatever GOMODCACHE is;
 		// -modcacherw: a shared cache's own modules can be evicted.
 		"GOFLAGS":     "-mod=mod -trimpath -modcacherw",
