@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/dranode/dranode/inventory v0.2.0
 	github.com/dranode/dranode/pluginmgr v0.2.0
+	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
 	github.com/hashicorp/go-hclog v1.6.3
 	golang.org/x/sys v0.48.0
 	google.golang.org/protobuf v1.36.12
@@ -43,3 +44,5 @@ require (
 replace github.com/dranode/dranode/pluginmgr => ../pluginmgr
 
 replace github.com/dranode/dranode/inventory => ../inventory
+
+replace github.com/dranode/dranode/tools/envtest => ../tools/envtest

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dranode/dranode/scripts/image/workload"
+	"github.com/dranode/dranode/tools/envtest/hostlock"
 )
 
 const (
@@ -39,7 +40,7 @@ func TestLoopDiskEndToEnd(t *testing.T) {
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
 		t.Skipf("needs the loop driver: %v", err)
 	}
-	lockLoopDevices(t)
+	hostlock.HoldT(t) // the host's loop devices and the node's paths
 	var stateDir string
 	// Registered before the node: runs after it stopped, when the plugin
 	// can attach nothing more.
@@ -169,24 +170,6 @@ func readPrefix(t *testing.T, file string, n int) []byte {
 }
 
 func allZero(b []byte) bool { return len(b) > 0 && bytes.Count(b, []byte{0}) == len(b) }
-
-// loopLockPath is the host-wide lock of every test that uses the host's
-// loop devices (examples/loop/internal/looptest.LockPath).
-const loopLockPath = "/run/dranode-loop.lock"
-
-// lockLoopDevices holds the host's loop lock until t ends.
-func lockLoopDevices(t *testing.T) {
-	t.Helper()
-	f, err := os.OpenFile(loopLockPath, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		t.Fatalf("%s: %v", loopLockPath, err)
-	}
-	t.Cleanup(func() { f.Close() })
-}
 
 // loopTag is examples/loop/loopdev.Tag: the name loop-plugin gives the
 // loop device of a backing file. It finds the plugin's devices after its

@@ -9,30 +9,18 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/dranode/dranode/examples/loop/loopdev"
+	"github.com/dranode/dranode/tools/envtest/hostlock"
 )
 
-// LockPath is the host-wide lock of tests that use loop devices: test
-// binaries of different packages run in parallel, and two of them on the
-// host's few loop devices would take each other's.
-const LockPath = "/run/dranode-loop.lock"
-
-// Lock blocks until t holds the host-wide loop lock and keeps it until t
+// Lock blocks until t holds the host-wide test lock (tools/envtest/hostlock:
+// test binaries of different packages run in parallel, and two of them on
+// the host's few loop devices would take each other's) and keeps it until t
 // ends. Call it before attaching anything, so that it is released after
 // every cleanup that detaches.
 func Lock(t testing.TB) {
 	t.Helper()
-	f, err := os.OpenFile(LockPath, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatalf("host loop lock: %v", err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		t.Fatalf("host loop lock %s: %v", LockPath, err)
-	}
-	t.Cleanup(func() { f.Close() })
+	hostlock.HoldT(t)
 }
 
 // Require skips t unless the process can attach loop devices (root and
