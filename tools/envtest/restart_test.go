@@ -21,8 +21,9 @@ func TestRestartAPIServerKeepsStateAndClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before", Namespace: "default"}}
-	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+	// Namespaces: cluster-scoped, so nothing has to exist first.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "before"}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	before := env.PIDs()[APIServerBinary]
@@ -33,12 +34,12 @@ func TestRestartAPIServerKeepsStateAndClients(t *testing.T) {
 		t.Fatalf("kube-apiserver pid %d before, %d after (alive: %v, %v); want a new process, the old one gone", before, after, alive(before), alive(after))
 	}
 	// The same client, unchanged: same address, certificates and token.
-	if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, "before", metav1.GetOptions{}); err != nil {
+	if _, err := client.CoreV1().Namespaces().Get(ctx, "before", metav1.GetOptions{}); err != nil {
 		t.Fatalf("object written before the restart: %v", err)
 	}
 	// The restarted apiserver appends to the same audit log.
-	cm.Name = "after"
-	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+	ns.Name = "after"
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	events, err := env.AuditEvents()
@@ -47,7 +48,7 @@ func TestRestartAPIServerKeepsStateAndClients(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, ev := range events {
-		if ev.Verb == "create" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "configmaps" && ev.Stage == "ResponseComplete" {
+		if ev.Verb == "create" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "namespaces" && ev.Stage == "ResponseComplete" {
 			seen[ev.ObjectRef.Name] = true
 		}
 	}
