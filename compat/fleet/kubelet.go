@@ -28,7 +28,7 @@ type Kubelet struct {
 	RegistryDir string
 
 	mu      sync.Mutex
-	seen    map[string]uint64 // registration socket → inode registered
+	seen    map[string]string // registration socket → identity registered (socketID)
 	plugins []*Plugin         // in registration order
 }
 
@@ -52,7 +52,7 @@ var ErrNotDRA = errors.New("not a DRA plugin of version v1")
 // the event waited for.
 func (k *Kubelet) RegisterNext(ctx context.Context) (*Plugin, error) {
 	for {
-		sock, ino, err := k.newSocket()
+		sock, id, err := k.newSocket()
 		if err != nil {
 			return nil, err
 		}
@@ -63,9 +63,9 @@ func (k *Kubelet) RegisterNext(ctx context.Context) (*Plugin, error) {
 			}
 			k.mu.Lock()
 			if k.seen == nil {
-				k.seen = map[string]uint64{}
+				k.seen = map[string]string{}
 			}
-			k.seen[sock] = ino
+			k.seen[sock] = id
 			k.plugins = append(k.plugins, p)
 			k.mu.Unlock()
 			return p, nil
@@ -78,10 +78,17 @@ func (k *Kubelet) RegisterNext(ctx context.Context) (*Plugin, error) {
 	}
 }
 
-func (k *Kubelet) newSocket() (string, uint64, error) {
+// socketID tells a socket file from the one a restarted driver creates at
+// the same path: the inode alone may be reused at once, its change time
+// with it hardly.
+func socketID(st *syscall.Stat_t) string {
+	return fmt.Sprintf("%d/%d.%09d", st.Ino, st.Ctim.Sec, st.Ctim.Nsec)
+}
+
+func (k *Kubelet) newSocket() (string, string, error) {
 	entries, err := os.ReadDir(k.RegistryDir)
 	if err != nil && !os.IsNotExist(err) {
-		return "", 0, fmt.Errorf("kubelet registry: %w", err)
+		return "", "", fmt.Errorf("kubelet registry: %w", err)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -98,12 +105,12 @@ func (k *Kubelet) newSocket() (string, uint64, error) {
 		if !ok || fi.Mode()&os.ModeSocket == 0 {
 			continue
 		}
-		if ino, seen := k.seen[path]; seen && ino == st.Ino {
+		if id, seen := k.seen[path]; seen && id == socketID(st) {
 			continue
 		}
-		return path, st.Ino, nil
+		return path, socketID(st), nil
 	}
-	return "", 0, nil
+	return "", "", nil
 }
 
 func (k *Kubelet) register(ctx context.Context, sock string) (*Plugin, error) {
