@@ -164,7 +164,7 @@ func TestFleet(t *testing.T) {
 		if _, err := n.StartInstance(); err != nil {
 			return err
 		}
-		if _, err := n.Kubelet.RegisterNext(ctx); err != nil {
+		if _, err := n.Register(ctx); err != nil {
 			return err
 		}
 		if err := n.WaitReady(ctx); err != nil {
@@ -242,7 +242,7 @@ func TestFleet(t *testing.T) {
 		if _, err := n.StartInstance(); err != nil {
 			return err
 		}
-		if _, err := n.Kubelet.RegisterNext(ctx); err != nil {
+		if _, err := n.Register(ctx); err != nil {
 			return err
 		}
 		if err := n.WaitReady(ctx); err != nil {

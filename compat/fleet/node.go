@@ -291,3 +291,24 @@ func CreateNode(ctx context.Context, client kubernetes.Interface, name string) e
 	}
 	return nil
 }
+
+// Register waits until the kubelet stand-in has registered the newest
+// instance, and fails at once, with the end of its log, if that instance
+// exits first.
+func (n *Node) Register(ctx context.Context) (*Plugin, error) {
+	p := n.Current()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-p.Exited():
+			cancel(fmt.Errorf("node %s: driver %w before it registered; log:\n%s", n.Name, ErrExited, p.LogTail(20)))
+		case <-ctx.Done():
+		}
+	}()
+	plugin, err := n.Kubelet.RegisterNext(ctx)
+	if err != nil && context.Cause(ctx) != nil && context.Cause(ctx) != ctx.Err() {
+		return nil, context.Cause(ctx)
+	}
+	return plugin, err
+}
