@@ -19,6 +19,8 @@ import (
 type process struct {
 	*childproc.Process
 	name    string
+	binary  string
+	args    []string // what a restart runs again
 	logPath string
 }
 
@@ -43,7 +45,7 @@ func startProcess(name, binary string, args []string, dir string, stdout, stderr
 		return nil, fmt.Errorf("envtest: %w", err)
 	}
 	go func() { <-p.Done(); f.Close() }() // Wait has copied the last output by then
-	return &process{Process: p, name: name, logPath: logPath}, nil
+	return &process{Process: p, name: name, binary: binary, args: args, logPath: logPath}, nil
 }
 
 // tail returns the last n lines of the process's log.

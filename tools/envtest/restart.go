@@ -39,10 +39,10 @@ func (e *Environment) RestartAPIServer() error {
 	if grace <= 0 {
 		grace = DefaultStopGrace
 	}
-	if err := old.stop(grace); err != nil {
+	if err := old.Stop(grace); err != nil {
 		return err
 	}
-	p, err := startProcess(APIServerBinary, old.cmd.Path, old.cmd.Args[1:], e.dir, e.Stdout, e.Stderr, &e.outMu)
+	p, err := startProcess(APIServerBinary, old.binary, old.args, e.dir, e.Stdout, e.Stderr, &e.outMu)
 	if err != nil {
 		return err
 	}
