@@ -148,7 +148,9 @@ BIN_DIR := $(CURDIR)/bin
 
 # Reproducible OCI image layouts of the agent (with the example GPU plugin),
 # pause and workload under bin/images/<name>/, without Docker
-# (scripts/image/README.md). IMAGE_FLAGS adds build flags (-tag, -arch);
+# (scripts/image/README.md): each an image index for linux/amd64 and
+# linux/arm64 with OCI annotations and an SPDX SBOM per platform.
+# IMAGE_FLAGS adds build flags (-tag, -arch for one platform only);
 # SOURCE_DATE_EPOCH dates the images (default the Unix epoch).
 IMAGE_FLAGS ?=
 

@@ -18,7 +18,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "dranode.image" -}}
 {{- $i := .Values.image -}}
 {{- if $i.digest -}}
-{{- if not (hasPrefix "sha256:" $i.digest) -}}
+{{- if not (regexMatch "^sha256:[0-9a-f]{64}$" $i.digest) -}}
 {{- fail (printf "image.digest %q: want sha256:<64 hex digits>" $i.digest) -}}
 {{- end -}}
 {{- printf "%s:%s@%s" $i.repository $i.tag $i.digest -}}
