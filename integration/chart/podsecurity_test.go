@@ -62,7 +62,7 @@ func TestPodSecurity(t *testing.T) {
 		{
 			name: "as shipped",
 			want: map[string][]string{
-				"baseline":   {hostPaths},
+				"baseline": {hostPaths},
 				// At restricted the volume-type check replaces the
 				// hostPath one (OverrideCheckIDs in pod-security-admission).
 				"restricted": {restrictedVolumes, root, uid0},
