@@ -166,7 +166,9 @@ BIN_DIR := $(CURDIR)/bin
 
 # Reproducible OCI image layouts of the agent (with the example GPU plugin),
 # pause and workload under bin/images/<name>/, without Docker
-# (scripts/image/README.md). IMAGE_FLAGS adds build flags (-tag, -arch);
+# (scripts/image/README.md): each an image index for linux/amd64 and
+# linux/arm64 with OCI annotations and an SPDX SBOM per platform.
+# IMAGE_FLAGS adds build flags (-tag, -arch for one platform only);
 # SOURCE_DATE_EPOCH dates the images (default the Unix epoch).
 IMAGE_FLAGS ?=
 
@@ -174,13 +176,32 @@ IMAGE_FLAGS ?=
 image:
 	cd scripts/image && GOWORK=off $(GO) run . -C $(CURDIR) build -out $(BIN_DIR)/images $(IMAGE_FLAGS)
 
+# dranodectl from this clone (tools is never released: "go install ...@latest"
+# cannot resolve its replace directives; tools/README.md).
+.PHONY: dranodectl
+dranodectl:
+	@mkdir -p $(BIN_DIR)
+	cd tools && GOWORK=off $(GO) build -o $(BIN_DIR)/dranodectl ./cmd/dranodectl
+
+# go build -v names every package it compiles (nothing when cached): a dot
+# per package shows a long first build moving; anything else (errors) is
+# printed as it comes.
+PROGRESS := awk '/^[^ \t:\#]+$$/ { n++; printf "."; fflush(); next } { print; fflush() } END { if (n) printf " %d packages\n", n }'
+
 .PHONY: run
 run:
 	@mkdir -p $(BIN_DIR) $(RUN_DIR)
-	cd agent && GOWORK=off $(GO) build -o $(BIN_DIR)/dranode-agent ./cmd/dranode-agent
-	cd examples && GOWORK=off $(GO) build -o $(BIN_DIR)/gpu-plugin ./gpu
-	cd examples && GOWORK=off $(GO) build -o $(BIN_DIR)/loop-plugin ./loop/cmd/loop-plugin
-	cd tools && GOWORK=off $(GO) build -o $(BIN_DIR)/dranodectl ./cmd/dranodectl
+	@if [ ! -x $(BIN_DIR)/dranode-agent ]; then \
+		echo "==> first build of dranode-agent, gpu-plugin, loop-plugin and dranodectl into $(BIN_DIR):"; \
+		echo "    about 5 minutes on 2 cores (Kubernetes client libraries, gRPC); later runs take seconds"; fi
+	@echo "==> go build dranode-agent (1/4)"
+	@cd agent && GOWORK=off $(GO) build -v -o $(BIN_DIR)/dranode-agent ./cmd/dranode-agent 2>&1 | $(PROGRESS)
+	@echo "==> go build gpu-plugin (2/4)"
+	@cd examples && GOWORK=off $(GO) build -v -o $(BIN_DIR)/gpu-plugin ./gpu 2>&1 | $(PROGRESS)
+	@echo "==> go build loop-plugin (3/4)"
+	@cd examples && GOWORK=off $(GO) build -v -o $(BIN_DIR)/loop-plugin ./loop/cmd/loop-plugin 2>&1 | $(PROGRESS)
+	@echo "==> go build dranodectl (4/4)"
+	@cd tools && GOWORK=off $(GO) build -v -o $(BIN_DIR)/dranodectl ./cmd/dranodectl 2>&1 | $(PROGRESS)
 	sed -e 's|@RUN@|$(RUN_DIR)|g' -e 's|@BIN@|$(BIN_DIR)|g' -e 's|@CLAIMS@|$(CURDIR)/examples/config/claims|g' \
 	    -e "s|@GPU_SHA256@|$$(sha256sum $(BIN_DIR)/gpu-plugin | cut -d' ' -f1)|g" \
 	    -e "s|@LOOP_SHA256@|$$(sha256sum $(BIN_DIR)/loop-plugin | cut -d' ' -f1)|g" \

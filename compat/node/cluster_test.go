@@ -115,6 +115,7 @@ func startClusterFiles(t testing.TB, valueFiles []string, values func(*cluster) 
 // server's address (there is no kube-proxy), a free port, and each driver's
 // sha256 from the image — the chart's drivers otherwise as shipped.
 func (c *cluster) chartValues(extra map[string]any) map[string]any {
+	checkRunbookInstall(c.t)
 	// Only each plugin's sha256: Helm merges the drivers map with the
 	// chart's own entries, config included.
 	drivers := map[string]any{}
@@ -163,7 +164,10 @@ func (c *cluster) deployChart(values map[string]any) {
 	if err := os.WriteFile(vf, raw, 0o644); err != nil {
 		c.t.Fatal(err)
 	}
-	if _, err := c.client.CoreV1().Namespaces().Create(c.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	// The namespace as the runbook makes it: its Pod Security label
+	// enforced by the real apiserver on the agent's pods.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS, Labels: runbookNamespaceLabels(c.t)}}
+	if _, err := c.client.CoreV1().Namespaces().Create(c.ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		c.t.Fatal(err)
 	}
 	args := []string{"template", "dranode", chartDir, "--namespace", agentNS, "--kube-version", "1.37.1"}

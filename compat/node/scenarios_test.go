@@ -185,6 +185,7 @@ func TestSamplePodSeesItsDevices(t *testing.T) {
 	name, spec := c.specFor(claim)
 	r := c.report(p.Namespace, p.Name)
 	checkContainerSawSpec(t, r, spec)
+	checkRunbookPodOutput(t, r)
 	allocated := claim.Status.Allocation.Devices.Results[0].Device
 	t.Logf("pod %s got %s through %s: %d env, devices %v", p.Name, allocated, name, len(r.Env), r.Devices)
 	if got := c.metric("dranode_claims_recorded"); got != 1 {

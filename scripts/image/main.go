@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -21,10 +22,14 @@ const usage = `usage: image [-C root] <command> [arguments]
 commands:
   build [-out DIR] [-tag T] [-arch GOARCH] [IMAGE...]
                             build the images (default all: %s) as OCI layouts
-                            under DIR/<image> (default <root>/bin/images)
+                            under DIR/<image> (default <root>/bin/images), each
+                            an index for linux/amd64 and linux/arm64 (-arch: one)
+                            with an SPDX SBOM per image
   archive LAYOUT FILE       write the layout as an OCI archive tar for "ctr images import"
   push LAYOUT REFERENCE     push the layout's image to a registry (default keychain)
-  digests LAYOUT            print the sha256 of each driver plugin in the image, as chart values
+  digests [-arch GOARCH] LAYOUT
+                            print the sha256 of each driver plugin in the image
+                            (default this machine's architecture), as chart values
 `
 
 func main() {
@@ -79,7 +84,7 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 		o := images.Options{Log: log}
 		bf.StringVar(&o.Out, "out", "", "output directory (default <root>/bin/images)")
 		bf.StringVar(&o.Tag, "tag", "", "image tag (default the agent's version in versions.yaml)")
-		bf.StringVar(&o.Arch, "arch", "", "GOARCH (default this machine's)")
+		bf.StringVar(&o.Arch, "arch", "", "build only this GOARCH (default: an index of linux/amd64 and linux/arm64)")
 		if err := bf.Parse(rest); err != nil {
 			return usageError("build: " + err.Error())
 		}
@@ -130,14 +135,20 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 		}
 		fmt.Fprintf(out, "%s@%s\n", rest[1], digest)
 	case "digests":
-		if len(rest) != 1 {
+		df := flag.NewFlagSet("digests", flag.ContinueOnError)
+		df.SetOutput(io.Discard)
+		arch := df.String("arch", runtime.GOARCH, "the GOARCH of the image in the index")
+		if err := df.Parse(rest); err != nil {
+			return usageError("digests: " + err.Error())
+		}
+		if df.NArg() != 1 {
 			return usageError("digests wants a layout directory")
 		}
-		l, err := images.ReadLayout(abs(rest[0]))
+		l, err := images.ReadLayout(abs(df.Arg(0)))
 		if err != nil {
 			return err
 		}
-		plugins, err := images.PluginDigests(l.Dir)
+		plugins, err := images.PluginDigestsFor(l.Dir, *arch)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ func Check(r *Repo) []string {
 	problems = append(problems, checkWorkspace(r)...)
 	problems = append(problems, checkAgreement(r)...)
 	problems = append(problems, checkSiblings(r, nil)...)
+	problems = append(problems, checkChart(r)...)
 	sort.Strings(problems)
 	return problems
 }

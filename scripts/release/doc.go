@@ -33,7 +33,11 @@
 //     requires exactly the version versions.yaml gives it, never a
 //     pseudo-version, and every sibling requirement has a replace to the
 //     sibling's relative directory for development;
-//   - a released module requires no unreleased sibling.
+//   - a released module requires no unreleased sibling;
+//   - the Helm chart (examples/deploy/chart/dranode) carries the version of
+//     the agent's set: Chart.yaml version (without "v") and appVersion,
+//     values.yaml image.tag; and a real SHA-256 for its example plugin,
+//     which "prepare" writes from a build made as "make image" makes it.
 //
 // A release: bump the set's version in versions.yaml, run "prepare", commit,
 // run "tag", push the tags. The commit tagged therefore never requires a

@@ -20,8 +20,10 @@ func (c Change) String() string {
 }
 
 // Prepare rewrites, in every go.mod of the repository (released or not), the
-// requirements of the set's modules to the set's version, and returns what
-// it changed. Running it again changes nothing.
+// requirements of the set's modules to the set's version, and, for the set
+// holding the agent, the Helm chart's versions and its example plugin's
+// SHA-256 (chart.go); it returns what it changed. Running it again changes
+// nothing.
 func Prepare(r *Repo, setName string) ([]Change, error) {
 	set, err := r.Versions.Set(setName)
 	if err != nil {
@@ -59,5 +61,6 @@ func Prepare(r *Repo, setName string) ([]Change, error) {
 		}
 		changes = append(changes, mine...)
 	}
-	return changes, nil
+	chart, err := prepareChart(r, setName, buildPluginSHA256)
+	return append(changes, chart...), err
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -142,7 +143,7 @@ func testImages(t *testing.T) (pause, workload string) {
 		root, _ := filepath.Abs("../../..")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		ls, err := images.Build(ctx, images.Options{Root: root, Out: filepath.Join(dir, "layouts"), Images: []string{images.Pause, images.Workload}})
+		ls, err := images.Build(ctx, images.Options{Root: root, Out: filepath.Join(dir, "layouts"), Images: []string{images.Pause, images.Workload}, Arch: runtime.GOARCH})
 		if err != nil {
 			imagesErr = err
 			return

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,8 +45,13 @@ type Options struct {
 	// Tag is every image's tag; default the agent module set's version in
 	// versions.yaml.
 	Tag string
-	// Arch is the GOARCH to build for, and the image's architecture;
-	// default the architecture this program runs on. The OS is always linux.
+	// Arches are the GOARCHes to build for: each image is an OCI image
+	// index with one image per architecture. Default [DefaultArches]. The
+	// OS is always linux.
+	Arches []string
+	// Arch, when set, builds for this one GOARCH instead of Arches (an
+	// index of one image): a harness that runs the images here needs no
+	// other.
 	Arch string
 	// Images are the names to build; default all of [Names].
 	Images []string
@@ -55,6 +59,10 @@ type Options struct {
 	// seconds since the Unix epoch; 0 is the Unix epoch itself.
 	// [SourceDateEpochFromEnv] reads the SOURCE_DATE_EPOCH convention.
 	SourceDateEpoch int64
+	// Revision is the source revision the images are built from, the
+	// org.opencontainers.image.revision annotation; default [Revision] of
+	// Root ("" outside a git work tree: no annotation).
+	Revision string
 	// Go is the go command; default "go" from PATH.
 	Go string
 	// Log receives one line per step; nil discards them.
@@ -70,13 +78,15 @@ type Layout struct {
 	Ref string
 	// Dir is the OCI image layout directory.
 	Dir string
-	// Digest is the image manifest's digest ("sha256:...").
+	// Digest is the image index's digest ("sha256:..."), the digest the
+	// tag names once pushed.
 	Digest string
-	// Size is the sum of the sizes of the image's blobs (manifest, config,
-	// compressed layers).
+	// Size is the sum of the sizes of the blobs of the index and its
+	// images (manifests, configs, compressed layers; not the SBOMs).
 	Size int64
-	// Platform is the image's os/architecture, e.g. linux/amd64.
-	Platform string
+	// Platforms are the index's images' os/architecture, e.g.
+	// [linux/amd64 linux/arm64].
+	Platforms []string
 }
 
 // ErrUnknownImage is wrapped by [Build] for an image name it does not know.
@@ -153,14 +163,20 @@ func (o *Options) defaults() error {
 			return fmt.Errorf("images: default tag: %w", err)
 		}
 	}
-	if o.Arch == "" {
-		o.Arch = runtime.GOARCH
+	switch {
+	case o.Arch != "":
+		o.Arches = []string{o.Arch}
+	case len(o.Arches) == 0:
+		o.Arches = DefaultArches()
 	}
 	if len(o.Images) == 0 {
 		o.Images = Names()
 	}
 	if o.Go == "" {
 		o.Go = "go"
+	}
+	if o.Revision == "" {
+		o.Revision = Revision(o.Root)
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -194,32 +210,43 @@ func Build(ctx context.Context, o Options) (map[string]Layout, error) {
 	}
 	defer os.RemoveAll(binDir)
 
-	built := map[binary]string{}
+	built := map[string]map[binary]string{} // by GOARCH
 	out := map[string]Layout{}
 	for _, n := range o.Images {
 		spec := specs[n]
-		for _, l := range spec.layers {
-			for _, b := range l.binaries {
-				if _, ok := built[b]; ok {
-					continue
-				}
-				file := filepath.Join(binDir, strconv.Itoa(len(built)), path.Base(b.path))
-				if err := goBuild(ctx, o, b, file); err != nil {
-					return nil, err
-				}
-				built[b] = file
-			}
-		}
 		ref, err := Reference(n, o.Tag)
 		if err != nil {
 			return nil, err
 		}
-		img, err := buildImage(spec, built, o)
-		if err != nil {
-			return nil, fmt.Errorf("image %s: %w", n, err)
+		var plats []platformImage
+		for _, arch := range o.Arches {
+			if built[arch] == nil {
+				built[arch] = map[binary]string{}
+			}
+			for _, l := range spec.layers {
+				for _, b := range l.binaries {
+					if _, ok := built[arch][b]; ok {
+						continue
+					}
+					file := filepath.Join(binDir, arch, strconv.Itoa(len(built[arch])), path.Base(b.path))
+					if err := goBuild(ctx, o, arch, b, file); err != nil {
+						return nil, err
+					}
+					built[arch][b] = file
+				}
+			}
+			img, err := buildImage(spec, built[arch], o, arch)
+			if err != nil {
+				return nil, fmt.Errorf("image %s (%s): %w", n, arch, err)
+			}
+			doc, err := sbom(n+"/"+arch, ref, imageBinaries(spec), built[arch], time.Unix(o.SourceDateEpoch, 0))
+			if err != nil {
+				return nil, fmt.Errorf("image %s (%s): SBOM: %w", n, arch, err)
+			}
+			plats = append(plats, platformImage{arch: arch, img: img, sbom: doc})
 		}
 		dst := filepath.Join(o.Out, n)
-		if err := writeLayout(img, ref, o, dst); err != nil {
+		if err := writeLayout(plats, ref, o, dst); err != nil {
 			return nil, fmt.Errorf("image %s: %w", n, err)
 		}
 		lay, err := ReadLayout(dst)
@@ -227,19 +254,44 @@ func Build(ctx context.Context, o Options) (map[string]Layout, error) {
 			return nil, err
 		}
 		lay.Name = n
-		fmt.Fprintf(o.Log, "image %s: %s %s, %d bytes, %s\n", n, lay.Ref, lay.Platform, lay.Size, lay.Digest)
+		fmt.Fprintf(o.Log, "image %s: %s %s, %d bytes, %s\n", n, lay.Ref, strings.Join(lay.Platforms, ","), lay.Size, lay.Digest)
 		out[n] = lay
 	}
 	return out, nil
 }
 
-// goBuild compiles b for linux/o.Arch into file, reproducibly.
-func goBuild(ctx context.Context, o Options, b binary, file string) error {
-	fmt.Fprintf(o.Log, "go build %s (%s) -> %s\n", b.pkg, b.module, b.path)
+// Revision returns the git commit checked out in root, with "-dirty" when
+// tracked files differ from it, or "" when root is not in a git work tree.
+func Revision(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	rev := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		rev += "-dirty"
+	}
+	return rev
+}
+
+// DefaultArches are the architectures Build builds for by default.
+func DefaultArches() []string { return []string{"amd64", "arm64"} }
+
+// platformImage is one architecture's image of an index, with its SBOM.
+type platformImage struct {
+	arch string
+	img  v1.Image
+	sbom []byte
+}
+
+// goBuild compiles b for linux/arch into file, reproducibly (CGO off, so
+// any architecture cross-compiles here).
+func goBuild(ctx context.Context, o Options, arch string, b binary, file string) error {
+	fmt.Fprintf(o.Log, "go build %s (%s) linux/%s -> %s\n", b.pkg, b.module, arch, b.path)
 	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", file, b.pkg)
 	cmd.Dir = filepath.Join(o.Root, filepath.FromSlash(b.module))
 	cmd.Env = append(os.Environ(),
-		"CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.Arch, "GOWORK=off",
+		"CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOWORK=off",
 		// A developer's GOFLAGS (-race, -cover, a -ldflags) would change
 		// the bytes.
 		"GOFLAGS=")
@@ -252,16 +304,32 @@ func goBuild(ctx context.Context, o Options, b binary, file string) error {
 	return nil
 }
 
-func buildImage(spec imageSpec, built map[binary]string, o Options) (v1.Image, error) {
+// annotations are the OCI annotations of every image and index Build makes.
+func annotations(o Options) map[string]string {
+	a := map[string]string{
+		AnnotationSource:   Source,
+		AnnotationVersion:  o.Tag,
+		AnnotationLicenses: Licenses,
+		AnnotationCreated:  time.Unix(o.SourceDateEpoch, 0).UTC().Format(time.RFC3339),
+	}
+	if o.Revision != "" {
+		a[AnnotationRevision] = o.Revision
+	}
+	return a
+}
+
+func buildImage(spec imageSpec, built map[binary]string, o Options, arch string) (v1.Image, error) {
 	created := time.Unix(o.SourceDateEpoch, 0).UTC()
+	annotations := annotations(o)
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err := mutate.ConfigFile(img, &v1.ConfigFile{
-		Architecture: o.Arch,
+		Architecture: arch,
 		OS:           "linux",
 		Created:      v1.Time{Time: created},
 		Config: v1.Config{
 			Entrypoint: spec.entrypoint,
+			Labels:     annotations,
 			Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 			WorkingDir: "/",
 		},
@@ -289,7 +357,7 @@ func buildImage(spec imageSpec, built map[binary]string, o Options) (v1.Image, e
 			return nil, err
 		}
 	}
-	return img, nil
+	return mutate.Annotations(img, annotations).(v1.Image), nil
 }
 
 // layerTar returns an uncompressed layer: the binaries at their paths,
@@ -371,7 +439,7 @@ func layerTar(l layerSpec, built map[binary]string, created time.Time) ([]byte, 
 // writeLayout writes img as the only image of a fresh layout and then moves
 // it to dst, so dst never holds a half-written layout or blobs of an older
 // build.
-func writeLayout(img v1.Image, ref string, o Options, dst string) error {
+func writeLayout(plats []platformImage, ref string, o Options, dst string) error {
 	tmp, err := os.MkdirTemp(filepath.Dir(dst), "."+filepath.Base(dst)+"-")
 	if err != nil {
 		return err
@@ -385,17 +453,35 @@ func writeLayout(img v1.Image, ref string, o Options, dst string) error {
 	if err != nil {
 		return err
 	}
-	err = p.AppendImage(img,
+	var idx v1.ImageIndex = mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, pi := range plats {
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: pi.img,
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: pi.arch}}})
+	}
+	idx = mutate.Annotations(idx, annotations(o)).(v1.ImageIndex)
+	err = p.AppendIndex(idx,
 		layout.WithAnnotations(map[string]string{
 			AnnotationImageName: ref,
 			// OCI wants only the tag here; containerd uses it when the
 			// first annotation is missing, other tools (skopeo's
 			// oci:DIR:TAG) always.
 			AnnotationRefName: t.TagStr(),
-		}),
-		layout.WithPlatform(v1.Platform{OS: "linux", Architecture: o.Arch}))
+		}))
 	if err != nil {
 		return err
+	}
+	for _, pi := range plats {
+		digest, err := pi.img.Digest()
+		if err != nil {
+			return err
+		}
+		size, err := pi.img.Size()
+		if err != nil {
+			return err
+		}
+		if err := appendSBOM(p, v1.Descriptor{MediaType: types.OCIManifestSchema1, Digest: digest, Size: size}, pi.sbom); err != nil {
+			return fmt.Errorf("SBOM of linux/%s: %w", pi.arch, err)
+		}
 	}
 	// MkdirTemp and the library's temporary blob files are private; a
 	// layout is read by others (a node's import, a web server).

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"go.yaml.in/yaml/v3"
 	"io"
@@ -31,7 +32,7 @@ import (
 func TestBuildReproducible(t *testing.T) {
 	first := built(t)
 	out := t.TempDir()
-	second, err := images.Build(context.Background(), images.Options{Root: repoRoot(t), Out: out})
+	second, err := images.Build(context.Background(), images.Options{Root: repoRoot(t), Out: out, Revision: testRevision})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,15 +119,28 @@ func TestImageContents(t *testing.T) {
 			if r, err := name.ParseReference(l.Ref, name.StrictValidation); err != nil || r.Name() != l.Ref {
 				t.Errorf("ref %q is not normalised (%v, %v)", l.Ref, r, err)
 			}
-			if want := "linux/" + runtime.GOARCH; l.Platform != want {
-				t.Errorf("platform %s, want %s", l.Platform, want)
+			var wantPlatforms []string
+			for _, a := range images.DefaultArches() {
+				wantPlatforms = append(wantPlatforms, "linux/"+a)
+			}
+			if !reflect.DeepEqual(l.Platforms, wantPlatforms) {
+				t.Errorf("platforms %v, want %v", l.Platforms, wantPlatforms)
 			}
 			img, desc, err := images.Image(l.Dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := desc.Annotations[images.AnnotationRefName]; got != tag {
-				t.Errorf("%s = %q, want the tag", images.AnnotationRefName, got)
+			if got := indexJSONAnnotation(t, l.Dir, images.AnnotationRefName); got != tag {
+				t.Errorf("index.json %s = %q, want the tag", images.AnnotationRefName, got)
+			}
+			for _, arch := range images.DefaultArches() {
+				other, _, err := images.ImageFor(l.Dir, arch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cf, err := other.ConfigFile(); err != nil || cf.Architecture != arch || cf.OS != "linux" {
+					t.Errorf("the linux/%s image's config: %+v, %v", arch, cf, err)
+				}
 			}
 			if desc.Platform == nil || desc.Platform.OS != "linux" || desc.Platform.Architecture != runtime.GOARCH {
 				t.Errorf("index.json platform %+v", desc.Platform)
@@ -299,7 +313,7 @@ func TestSourceDateEpochDates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, _, err := images.Image(l[images.Pause].Dir)
+	img, desc, err := images.Image(l[images.Pause].Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +321,11 @@ func TestSourceDateEpochDates(t *testing.T) {
 	if cf.Created.Unix() != epoch || len(cf.History) != 1 || cf.History[0].Created.Unix() != epoch {
 		t.Errorf("config created %v, history %+v; want %d", cf.Created, cf.History, epoch)
 	}
-	if l[images.Pause].Digest == built(t)[images.Pause].Digest {
+	_, undated, err := images.Image(built(t)[images.Pause].Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.Digest == undated.Digest {
 		t.Error("the digest did not change with the date")
 	}
 }
@@ -334,7 +352,9 @@ func TestBuildReproducibleElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("GOCACHE", t.TempDir())
-	got, err := images.Build(context.Background(), images.Options{Root: root, Out: t.TempDir(), Images: []string{images.Pause, images.Workload}})
+	// The copy is no git work tree: the revision is given, as a release
+	// build from a tarball would give it.
+	got, err := images.Build(context.Background(), images.Options{Root: root, Out: t.TempDir(), Images: []string{images.Pause, images.Workload}, Revision: testRevision})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,4 +363,29 @@ func TestBuildReproducibleElsewhere(t *testing.T) {
 			t.Errorf("%s: %s from a copy with a cold cache, %s from the repository", n, got[n].Digest, want[n].Digest)
 		}
 	}
+}
+
+// indexJSONAnnotation is the annotation key of the layout's index.json entry
+// that is no artifact (the image index).
+func indexJSONAnnotation(t *testing.T, dir, key string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx struct {
+		Manifests []struct {
+			ArtifactType string            `json:"artifactType"`
+			Annotations  map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range idx.Manifests {
+		if m.ArtifactType == "" {
+			return m.Annotations[key]
+		}
+	}
+	return ""
 }

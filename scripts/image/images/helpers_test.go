@@ -23,6 +23,11 @@ func repoRoot(t testing.TB) string {
 	return root
 }
 
+// testRevision is every test build's revision annotation: the default,
+// git's HEAD, would change under a test that runs while a commit is made,
+// and with it every digest.
+const testRevision = "0123456789abcdef0123456789abcdef01234567"
+
 var (
 	sharedOnce    sync.Once
 	sharedLayouts map[string]images.Layout
@@ -39,7 +44,7 @@ func built(t testing.TB) map[string]images.Layout {
 		if sharedErr != nil {
 			return
 		}
-		sharedLayouts, sharedErr = images.Build(context.Background(), images.Options{Root: repoRoot(t), Out: sharedDir})
+		sharedLayouts, sharedErr = images.Build(context.Background(), images.Options{Root: repoRoot(t), Out: sharedDir, Revision: testRevision})
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)

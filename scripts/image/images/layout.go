@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -23,13 +24,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// ErrNotSingleImage is wrapped when a layout does not hold exactly one image
-// manifest, the form [Build] writes.
+// ErrNotSingleImage is wrapped when a layout does not hold exactly one
+// image index (or image) besides the artifacts attached to it, the form
+// [Build] writes, or the index has no image for the architecture asked.
 var ErrNotSingleImage = errors.New("layout does not hold exactly one image")
 
-// Image returns the one image of the OCI image layout dir and its
-// descriptor in index.json.
-func Image(dir string) (v1.Image, v1.Descriptor, error) {
+// top returns the layout's one entry that is no artifact (the image index
+// Build writes, or an image), with the layout's index.
+func top(dir string) (v1.ImageIndex, v1.Descriptor, error) {
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
 		return nil, v1.Descriptor{}, fmt.Errorf("%s: %w", dir, err)
@@ -38,21 +40,67 @@ func Image(dir string) (v1.Image, v1.Descriptor, error) {
 	if err != nil {
 		return nil, v1.Descriptor{}, fmt.Errorf("%s: index.json: %w", dir, err)
 	}
-	if len(m.Manifests) != 1 || !m.Manifests[0].MediaType.IsImage() {
-		return nil, v1.Descriptor{}, fmt.Errorf("%s: %w (%d manifests)", dir, ErrNotSingleImage, len(m.Manifests))
+	// Artifacts attached to the images (their SBOMs) are manifests too.
+	var found []v1.Descriptor
+	for _, d := range m.Manifests {
+		if d.ArtifactType == "" {
+			found = append(found, d)
+		}
 	}
-	desc := m.Manifests[0]
-	img, err := idx.Image(desc.Digest)
+	if len(found) != 1 || !(found[0].MediaType.IsImage() || found[0].MediaType.IsIndex()) {
+		return nil, v1.Descriptor{}, fmt.Errorf("%s: %w (%d manifests)", dir, ErrNotSingleImage, len(found))
+	}
+	return idx, found[0], nil
+}
+
+// Image returns the image for this machine's architecture in the OCI image
+// layout dir and its descriptor (in the image index, with its platform).
+func Image(dir string) (v1.Image, v1.Descriptor, error) {
+	return ImageFor(dir, runtime.GOARCH)
+}
+
+// ImageFor returns the linux/arch image of the layout dir.
+func ImageFor(dir, arch string) (v1.Image, v1.Descriptor, error) {
+	idx, desc, err := top(dir)
+	if err != nil {
+		return nil, v1.Descriptor{}, err
+	}
+	if desc.MediaType.IsImage() {
+		img, err := idx.Image(desc.Digest)
+		if err != nil {
+			return nil, v1.Descriptor{}, fmt.Errorf("%s: %w", dir, err)
+		}
+		return img, desc, nil
+	}
+	child, err := idx.ImageIndex(desc.Digest)
 	if err != nil {
 		return nil, v1.Descriptor{}, fmt.Errorf("%s: %w", dir, err)
 	}
-	return img, desc, nil
+	cm, err := child.IndexManifest()
+	if err != nil {
+		return nil, v1.Descriptor{}, fmt.Errorf("%s: %w", dir, err)
+	}
+	var have []string
+	for _, d := range cm.Manifests {
+		if d.Platform == nil {
+			continue
+		}
+		have = append(have, d.Platform.OS+"/"+d.Platform.Architecture)
+		if d.Platform.OS == "linux" && d.Platform.Architecture == arch {
+			img, err := child.Image(d.Digest)
+			if err != nil {
+				return nil, v1.Descriptor{}, fmt.Errorf("%s: %w", dir, err)
+			}
+			return img, d, nil
+		}
+	}
+	return nil, v1.Descriptor{}, fmt.Errorf("%s: %w for linux/%s (it has %s)", dir, ErrNotSingleImage, arch, strings.Join(have, ", "))
 }
 
-// ReadLayout describes the image of the OCI image layout dir. Name is the
-// last path element of the repository in its reference.
+// ReadLayout describes the image index of the OCI image layout dir. Name
+// is the last path element of the repository in its reference.
 func ReadLayout(dir string) (Layout, error) {
-	img, desc, err := Image(dir)
+	idx, desc, err := top(dir)
 	if err != nil {
 		return Layout{}, err
 	}
@@ -62,19 +110,46 @@ func ReadLayout(dir string) (Layout, error) {
 			l.Name = path.Base(t.RepositoryStr())
 		}
 	}
-	m, err := img.Manifest()
-	if err != nil {
-		return Layout{}, fmt.Errorf("%s: %w", dir, err)
+	images := []v1.Image{}
+	if desc.MediaType.IsImage() {
+		img, err := idx.Image(desc.Digest)
+		if err != nil {
+			return Layout{}, fmt.Errorf("%s: %w", dir, err)
+		}
+		images = append(images, img)
+	} else {
+		child, err := idx.ImageIndex(desc.Digest)
+		if err != nil {
+			return Layout{}, fmt.Errorf("%s: %w", dir, err)
+		}
+		cm, err := child.IndexManifest()
+		if err != nil {
+			return Layout{}, fmt.Errorf("%s: %w", dir, err)
+		}
+		for _, d := range cm.Manifests {
+			img, err := child.Image(d.Digest)
+			if err != nil {
+				return Layout{}, fmt.Errorf("%s: %w", dir, err)
+			}
+			l.Size += d.Size
+			images = append(images, img)
+		}
 	}
-	l.Size += m.Config.Size
-	for _, ld := range m.Layers {
-		l.Size += ld.Size
+	for _, img := range images {
+		m, err := img.Manifest()
+		if err != nil {
+			return Layout{}, fmt.Errorf("%s: %w", dir, err)
+		}
+		l.Size += m.Config.Size
+		for _, ld := range m.Layers {
+			l.Size += ld.Size
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return Layout{}, fmt.Errorf("%s: %w", dir, err)
+		}
+		l.Platforms = append(l.Platforms, cf.OS+"/"+cf.Architecture)
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return Layout{}, fmt.Errorf("%s: %w", dir, err)
-	}
-	l.Platform = cf.OS + "/" + cf.Architecture
 	return l, nil
 }
 
@@ -190,12 +265,24 @@ func Push(ctx context.Context, dir, ref string, opts ...remote.Option) (string, 
 	if err != nil {
 		return "", fmt.Errorf("push: reference %q: %w", ref, err)
 	}
-	img, desc, err := Image(dir)
+	idx, desc, err := top(dir)
 	if err != nil {
 		return "", err
 	}
 	all := append([]remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts...)
-	if err := remote.Write(r, img, all...); err != nil {
+	if desc.MediaType.IsIndex() {
+		child, err := idx.ImageIndex(desc.Digest)
+		if err != nil {
+			return "", err
+		}
+		err = remote.WriteIndex(r, child, all...)
+	} else {
+		var img v1.Image
+		if img, err = idx.Image(desc.Digest); err == nil {
+			err = remote.Write(r, img, all...)
+		}
+	}
+	if err != nil {
 		return "", fmt.Errorf("push %s: %w", r, err)
 	}
 	return desc.Digest.String(), nil
@@ -217,7 +304,12 @@ type Plugin struct {
 // the OCI image layout dir, sorted by path, read from its layers as a
 // container would see them (a later layer's file replaces an earlier one's).
 func PluginDigests(dir string) ([]Plugin, error) {
-	img, _, err := Image(dir)
+	return PluginDigestsFor(dir, runtime.GOARCH)
+}
+
+// PluginDigestsFor is [PluginDigests] of the linux/arch image.
+func PluginDigestsFor(dir, arch string) ([]Plugin, error) {
+	img, _, err := ImageFor(dir, arch)
 	if err != nil {
 		return nil, err
 	}

@@ -34,16 +34,29 @@ func TestPush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pulled, err := remote.Image(r)
+	idx, err := remote.Index(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := pulled.Digest()
+	got, err := idx.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.String() != l.Digest {
-		t.Errorf("pulled %s, pushed %s", got, l.Digest)
+		t.Errorf("pulled index %s, pushed %s", got, l.Digest)
+	}
+	// A client of this machine's platform gets the image the layout holds
+	// for it.
+	pulled, err := remote.Image(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, local, err := images.Image(l.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := pulled.Digest(); err != nil || d != local.Digest {
+		t.Errorf("pulled image %s (%v), the layout's for this platform %s", d, err, local.Digest)
 	}
 	cf, err := pulled.ConfigFile()
 	if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dranode/dranode/cdi"
+	"github.com/dranode/dranode/claimcache"
 	"github.com/dranode/dranode/tools/internal/regularfile"
 )
 
@@ -53,7 +55,14 @@ listed first.`,
 --dir whose kind is exactly vendor/class and whose claim UID is not in --keep.
 The dranode agent writes a driver's specs as kind <driver name>/claim, which
 --driver selects; --kind names any other vendor/class. Other drivers' files,
-and files that cannot be read as a spec, are never touched.`,
+and files that cannot be read as a spec, are never touched.
+
+Every claim the agent's record (--record, read from a copy, as record
+leftovers reads it: the agent may keep running) holds, prepared or on its
+way, keeps its spec as if it were in --keep: removing it would take a
+running container's devices away at its next start. Without a record to
+read the command refuses, unless --ignore-record says the record is gone
+on purpose.`,
 		Args: exactArgs(),
 	}
 	fs := sweep.Flags()
@@ -61,9 +70,14 @@ and files that cannot be read as a spec, are never touched.`,
 	driver := fs.String("driver", "", "DRA driver name; its specs are of kind <driver>/"+cdi.ClaimClass+", as the dranode agent writes them")
 	kind := fs.String("kind", "", "the CDI kind (vendor/class) of the specs, for drivers that name them otherwise (instead of --driver)")
 	keep := fs.String("keep", "", "comma-separated claim UIDs whose specs stay")
+	record := fs.String("record", "/var/lib/dranode/claims.record", "the agent's claim record (stateDir/claims.record); its claims keep their specs")
+	ignoreRecord := fs.Bool("ignore-record", false, "do not read the agent's record: only --keep keeps a spec")
 	yes := fs.Bool("yes", false, "really remove the files (default: only list them)")
 	fs.BoolVar(yes, "apply", false, "same as --yes")
 	leaf(sweep, func(c *cobra.Command, _ []string, format outputFormat) error {
+		if *ignoreRecord && c.Flags().Changed("record") {
+			return usagef("give --record or --ignore-record, not both")
+		}
 		k := *kind
 		switch {
 		case *driver != "" && k != "":
@@ -73,7 +87,11 @@ and files that cannot be read as a spec, are never touched.`,
 		case k == "":
 			return usagef("--driver (or --kind) is required")
 		}
-		return runCDISweep(c.OutOrStdout(), *dir, k, *keep, *yes, format)
+		rec := *record
+		if *ignoreRecord {
+			rec = ""
+		}
+		return runCDISweep(c.Context(), c.OutOrStdout(), *dir, k, *keep, rec, *yes, format)
 	})
 
 	return group(&cobra.Command{
@@ -247,10 +265,14 @@ func validateSpecFile(path string) specResult {
 }
 
 type sweepReport struct {
-	Dir     string   `json:"dir"`
-	Kind    string   `json:"kind"`
-	DryRun  bool     `json:"dryRun"`
-	Removed []string `json:"removed"`
+	Dir    string `json:"dir"`
+	Kind   string `json:"kind"`
+	DryRun bool   `json:"dryRun"`
+	// Record is the claim record read; empty with --ignore-record.
+	Record string `json:"record,omitempty"`
+	// Recorded are the claim UIDs whose specs the record kept.
+	Recorded []string `json:"recorded,omitempty"`
+	Removed  []string `json:"removed"`
 }
 
 func (r *sweepReport) table(w *tabwriter.Writer) {
@@ -258,13 +280,16 @@ func (r *sweepReport) table(w *tabwriter.Writer) {
 	if r.DryRun {
 		verb = "WOULD REMOVE (dry run; --yes to remove)"
 	}
+	if r.Record != "" {
+		fmt.Fprintf(w, "record %s: %d claim(s) kept\n", r.Record, len(r.Recorded))
+	}
 	fmt.Fprintln(w, verb)
 	for _, f := range r.Removed {
 		fmt.Fprintln(w, f)
 	}
 }
 
-func runCDISweep(stdout io.Writer, dir, kind, keepList string, apply bool, format outputFormat) error {
+func runCDISweep(ctx context.Context, stdout io.Writer, dir, kind, keepList, record string, apply bool, format outputFormat) error {
 	vendor, class, err := cdi.ParseKind(kind)
 	if err != nil {
 		return fmt.Errorf("cdi sweep: kind %q: %w", kind, err)
@@ -275,8 +300,18 @@ func runCDISweep(stdout io.Writer, dir, kind, keepList string, apply bool, forma
 			keep[uid] = true
 		}
 	}
+	rep := &sweepReport{Dir: dir, Kind: kind, DryRun: !apply, Record: record, Removed: []string{}}
+	if record != "" {
+		uids, err := recordedClaims(ctx, record)
+		if err != nil {
+			return fmt.Errorf("cdi sweep: the agent's record %s: %w (its claims' specs must stay; point --record at stateDir/claims.record, or give --ignore-record if the record is gone on purpose)", record, err)
+		}
+		for _, uid := range uids {
+			keep[uid] = true
+		}
+		rep.Recorded = uids
+	}
 	keepFn := func(uid string) bool { return keep[uid] }
-	rep := &sweepReport{Dir: dir, Kind: kind, DryRun: !apply, Removed: []string{}}
 	if apply {
 		var removed []string
 		removed, err = cdi.SpecDir{Path: dir}.Sweep(vendor, class, keepFn)
@@ -292,6 +327,39 @@ func runCDISweep(stdout io.Writer, dir, kind, keepList string, apply bool, forma
 		return fmt.Errorf("cdi sweep: %w", err)
 	}
 	return nil
+}
+
+// recordedClaims returns the UIDs of every claim the record at dir holds,
+// in any state, read from a copy so that the agent holding the record keeps
+// it (and its lock) undisturbed.
+func recordedClaims(ctx context.Context, dir string) ([]string, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "dranodectl-sweep-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	cp := filepath.Join(tmp, "record")
+	if err := copyDirDurably(ctx, dir, cp); err != nil {
+		return nil, fmt.Errorf("copy: %w", err)
+	}
+	boot, err := claimcache.ReadBootID()
+	if err != nil {
+		boot = "unknown" // a stale claim keeps its spec all the same
+	}
+	cache, _, err := claimcache.Open(cp, boot)
+	if err != nil {
+		return nil, err
+	}
+	defer cache.Close()
+	var uids []string
+	for _, e := range cache.List() {
+		uids = append(uids, e.Claim.UID)
+	}
+	slices.Sort(uids)
+	return uids, nil
 }
 
 // sweepCandidates lists what SpecDir.Sweep would remove, by the same rule:

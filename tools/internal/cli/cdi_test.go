@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dranode/dranode/cdi"
+	"github.com/dranode/dranode/claimcache"
 )
 
 func TestCDIParse(t *testing.T) {
@@ -174,7 +175,7 @@ func TestCDISweep(t *testing.T) {
 	}
 	before := treeBytes(t, dir)
 
-	dry := dranodectl(t, "cdi", "sweep", "--dir", dir, "--kind", "example.com/gpu", "--keep", "uid-keep", "-o", "json")
+	dry := dranodectl(t, "cdi", "sweep", "--dir", dir, "--kind", "example.com/gpu", "--keep", "uid-keep", "--ignore-record", "-o", "json")
 	wantCode(t, dry, 0)
 	dryRep := mustJSON[sweepReport](t, dry)
 	want := []string{paths["uid-gone-1"], paths["uid-gone-2"]}
@@ -186,7 +187,7 @@ func TestCDISweep(t *testing.T) {
 		t.Fatal("a dry run removed files")
 	}
 
-	applied := dranodectl(t, "cdi", "sweep", "--dir", dir, "--kind", "example.com/gpu", "--keep", "uid-keep", "--yes", "-o", "json")
+	applied := dranodectl(t, "cdi", "sweep", "--dir", dir, "--kind", "example.com/gpu", "--keep", "uid-keep", "--ignore-record", "--yes", "-o", "json")
 	wantCode(t, applied, 0)
 	appRep := mustJSON[sweepReport](t, applied)
 	if appRep.DryRun || !slices.Equal(appRep.Removed, dryRep.Removed) {
@@ -208,5 +209,62 @@ func TestCDISweep(t *testing.T) {
 		wantCode(t, dranodectl(t, "cdi", "sweep", "--dir", dir, "--driver", "a.com", "--kind", "a.com/b"), 2, "not both")
 		wantCode(t, dranodectl(t, "cdi", "sweep", "--dir", dir, "--kind", "gpu.example.com"), 1, `kind "gpu.example.com"`)
 		wantCode(t, dranodectl(t, "cdi", "sweep", "--dir", dir, "--driver", "exa mple.com"), 1, `kind "exa mple.com/claim"`)
+		wantCode(t, dranodectl(t, "cdi", "sweep", "--dir", dir, "--driver", "a.com", "--record", dir, "--ignore-record"), 2, "not both")
+		missing := filepath.Join(dir, "no-record")
+		wantCode(t, dranodectl(t, "cdi", "sweep", "--dir", dir, "--driver", "a.com", "--record", missing), 1,
+			"the agent's record "+missing, "--ignore-record")
 	})
+}
+
+// TestCDISweepKeepsRecordedClaims: without --keep, a claim the agent's
+// record holds, prepared or still preparing, keeps its spec; the record is
+// read from a copy and left as it was.
+func TestCDISweepKeepsRecordedClaims(t *testing.T) {
+	dir, record := t.TempDir(), filepath.Join(t.TempDir(), "claims.record")
+	specs := cdi.SpecDir{Path: dir}
+	paths := map[string]string{}
+	for _, uid := range []string{"uid-prepared", "uid-preparing", "uid-gone"} {
+		p, err := specs.Write(gpuSpec("claim-"+uid), uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths[uid] = p
+	}
+	cache, _, err := claimcache.Open(record, "boot-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []string{"uid-prepared", "uid-preparing"} {
+		if _, err := cache.StartPrepare(claimcache.ClaimRef{Namespace: "ns", Name: "c-" + uid, UID: uid}, "pod-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cache.FinishPrepare("uid-prepared", map[string][]claimcache.Device{"example.com": {{Pool: "p", Device: "gpu0", CDIDeviceIDs: []string{"example.com/gpu=gpu0"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recordBefore := treeBytes(t, record)
+
+	r := dranodectl(t, "cdi", "sweep", "--dir", dir, "--kind", "example.com/gpu", "--record", record, "--yes", "-o", "json")
+	wantCode(t, r, 0)
+	rep := mustJSON[sweepReport](t, r)
+	if !slices.Equal(rep.Removed, []string{paths["uid-gone"]}) || !slices.Equal(rep.Recorded, []string{"uid-prepared", "uid-preparing"}) {
+		t.Errorf("sweep: removed %v, recorded %v; want only %s removed, both recorded claims kept", rep.Removed, rep.Recorded, paths["uid-gone"])
+	}
+	for _, uid := range []string{"uid-prepared", "uid-preparing"} {
+		if _, err := os.Stat(paths[uid]); err != nil {
+			t.Errorf("the spec of recorded claim %s: %v", uid, err)
+		}
+	}
+	if after := treeBytes(t, record); len(after) != len(recordBefore) {
+		t.Errorf("the record changed: %d files before, %d after", len(recordBefore), len(after))
+	} else {
+		for f, b := range recordBefore {
+			if string(after[f]) != string(b) {
+				t.Errorf("the record's %s changed", f)
+			}
+		}
+	}
 }

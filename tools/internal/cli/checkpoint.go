@@ -116,6 +116,9 @@ func runCheckpointRead(ctx context.Context, stdout io.Writer, path string, forma
 	rep := &checkpointReport{Path: path, Checksum: "ok", contents: contents}
 	var body *dranodeBody
 	if st.IsDir() {
+		if err := notAJournal(path); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
 		err = readJournalReport(ctx, rep, path)
 		rec, rerr := claimRecordRecovery(ctx, rep, path, err)
 		rep.Recovery = rec
@@ -143,6 +146,40 @@ func runCheckpointRead(ctx context.Context, stdout io.Writer, path string, forma
 		err = perr
 	}
 	return err
+}
+
+// notAJournal refuses a directory without a journal's files, such as the
+// agent's stateDir, naming what in it to point at instead: read as a
+// journal it would only be reported corrupt, which sends the operator
+// looking for damage that is not there.
+func notAJournal(dir string) error {
+	if ckptfmt.IsJournalDir(dir) {
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var journals, files []string
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		switch {
+		case e.IsDir():
+			if ckptfmt.IsJournalDir(p) {
+				journals = append(journals, p)
+			}
+		case e.Type().IsRegular() && e.Name() != "handover.lock":
+			files = append(files, p)
+		}
+	}
+	msg := fmt.Sprintf("%s is a directory but not a journal (no snapshot, no log.N files)", dir)
+	switch {
+	case len(journals) > 0:
+		return fmt.Errorf("%s; it holds the journal %s: point at that (the agent's claim record is stateDir/claims.record)", msg, strings.Join(journals, ", "))
+	case len(files) > 0:
+		return fmt.Errorf("%s; point at one of its files: %s", msg, strings.Join(files, ", "))
+	}
+	return fmt.Errorf("%s and holds no state file; the agent's claim record is stateDir/claims.record", msg)
 }
 
 // openCheckpointFile opens a state file that is not a directory, refusing

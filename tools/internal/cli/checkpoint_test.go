@@ -355,3 +355,33 @@ func mustFrame(payload []byte) []byte {
 	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(payload, crc32.MakeTable(crc32.Castagnoli)))
 	return append(out, payload...)
 }
+
+// TestCheckpointVerifyStateDir: pointed at the agent's stateDir, verify
+// names the claim record inside instead of reporting a checksum failure.
+func TestCheckpointVerifyStateDir(t *testing.T) {
+	state := t.TempDir()
+	record := filepath.Join(state, "claims.record")
+	cache, _, err := claimcache.Open(record, "boot-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cache.StartPrepare(claimcache.ClaimRef{Namespace: "ns", Name: "c", UID: "uid-1"}, "pod-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, "handover.lock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"verify", "inspect"} {
+		r := dranodectl(t, "checkpoint", cmd, state)
+		wantCode(t, r, 1, state+" is a directory but not a journal", "it holds the journal "+record+": point at that")
+		if strings.Contains(r.stdout+r.stderr, "FAILED") {
+			t.Errorf("checkpoint %s %s reports a failed checksum:\n%s%s", cmd, state, r.stdout, r.stderr)
+		}
+	}
+	wantCode(t, dranodectl(t, "checkpoint", "verify", record), 0)
+	empty := t.TempDir()
+	wantCode(t, dranodectl(t, "checkpoint", "verify", empty), 1, "holds no state file")
+}

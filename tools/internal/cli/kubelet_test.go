@@ -214,14 +214,21 @@ func TestKubeletPrepareUnprepareAgainstAgent(t *testing.T) {
 	}
 
 	// The agent's spec is the driver's, as cdi sweep --driver selects it:
-	// a dry run without --keep lists exactly that file.
-	sw := dranodectl(t, "cdi", "sweep", "--dir", a.cdiDir, "--driver", "gpu.example.com", "-o", "json")
+	// a dry run that ignores the record lists exactly that file; one that
+	// reads the running agent's record keeps it, with no --keep; so does
+	// --keep.
+	sw := dranodectl(t, "cdi", "sweep", "--dir", a.cdiDir, "--driver", "gpu.example.com", "--ignore-record", "-o", "json")
 	wantCode(t, sw, 0)
 	agentSpecs, _ := filepath.Glob(filepath.Join(a.cdiDir, "*.json"))
 	if got := mustJSON[sweepReport](t, sw).Removed; len(agentSpecs) != 1 || !slices.Equal(got, agentSpecs) {
 		t.Errorf("sweep --driver gpu.example.com lists %v; the agent wrote %v", got, agentSpecs)
 	}
-	sw = dranodectl(t, "cdi", "sweep", "--dir", a.cdiDir, "--driver", "gpu.example.com", "--keep", a.claimUID, "-o", "json")
+	sw = dranodectl(t, "cdi", "sweep", "--dir", a.cdiDir, "--driver", "gpu.example.com", "--record", record, "-o", "json")
+	wantCode(t, sw, 0)
+	if rep := mustJSON[sweepReport](t, sw); len(rep.Removed) != 0 || !slices.Equal(rep.Recorded, []string{a.claimUID}) {
+		t.Errorf("sweep reading the agent's record lists %v (recorded %v); want nothing, %s recorded", rep.Removed, rep.Recorded, a.claimUID)
+	}
+	sw = dranodectl(t, "cdi", "sweep", "--dir", a.cdiDir, "--driver", "gpu.example.com", "--keep", a.claimUID, "--ignore-record", "-o", "json")
 	if got := mustJSON[sweepReport](t, sw).Removed; len(got) != 0 {
 		t.Errorf("sweep keeping the claim lists %v", got)
 	}

@@ -1,0 +1,106 @@
+package images_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dranode/dranode/scripts/image/images"
+)
+
+// TestAnnotationsAndSBOM: every image manifest carries the OCI annotations
+// (source, revision, version, licenses), and the layout holds an SPDX
+// document whose subject is the image, listing each binary with its
+// SHA-256 and the modules it was built from at the versions the
+// repository's go.mod files require.
+func TestAnnotationsAndSBOM(t *testing.T) {
+	root := repoRoot(t)
+	tag, err := images.DefaultTag(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range built(t) {
+		t.Run(name, func(t *testing.T) {
+			img, _, err := images.Image(l.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := img.Manifest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{
+				images.AnnotationSource:   images.Source,
+				images.AnnotationVersion:  tag,
+				images.AnnotationLicenses: images.Licenses,
+				images.AnnotationRevision: testRevision,
+			}
+			for k, v := range want {
+				if m.Annotations[k] != v || v == "" {
+					t.Errorf("manifest annotation %s = %q, want %q", k, m.Annotations[k], v)
+				}
+			}
+			for _, arch := range images.DefaultArches() {
+				if _, _, err := images.SBOMFor(l.Dir, arch); err != nil {
+					t.Errorf("linux/%s: %v", arch, err)
+				}
+			}
+			if rev := images.Revision(root); len(strings.TrimSuffix(rev, "-dirty")) != 40 {
+				t.Errorf("Revision(%s) = %q, want the commit", root, rev)
+			}
+			doc, raw, err := images.SBOM(l.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if doc.SPDXVersion != "SPDX-2.3" || doc.Name != l.Ref {
+				t.Errorf("SBOM %s for %s: %s", doc.SPDXVersion, doc.Name, raw[:min(len(raw), 300)])
+			}
+			byName := map[string]images.SPDXPackage{}
+			for _, p := range doc.Packages {
+				byName[p.Name+"@"+p.VersionInfo] = p
+				byName[p.Name] = p
+			}
+			if name == images.Agent {
+				plugins, err := images.PluginDigests(l.Dir)
+				if err != nil || len(plugins) != 1 {
+					t.Fatalf("plugins %v, %v", plugins, err)
+				}
+				for _, bin := range []string{"/usr/local/bin/dranode-agent", "/usr/local/bin/dranodectl", plugins[0].Path} {
+					p, ok := byName[bin]
+					if !ok || len(p.Checksums) != 1 || len(p.Checksums[0].ChecksumValue) != 64 {
+						t.Errorf("SBOM entry of %s: %+v, want its SHA-256", bin, p)
+					}
+				}
+				if p := byName[plugins[0].Path]; len(p.Checksums) == 1 && p.Checksums[0].ChecksumValue != plugins[0].SHA256 {
+					t.Errorf("SBOM: %s has SHA-256 %s, the layer's file %s", plugins[0].Path, p.Checksums[0].ChecksumValue, plugins[0].SHA256)
+				}
+				// A third-party module at the version agent/go.mod requires.
+				mod := requiredVersion(t, filepath.Join(root, "agent", "go.mod"), "k8s.io/client-go")
+				p, ok := byName["k8s.io/client-go@"+mod]
+				if !ok || !slices.ContainsFunc(p.ExternalRefs, func(e images.SPDXExternalRef) bool {
+					return e.ReferenceLocator == "pkg:golang/k8s.io/client-go@"+mod
+				}) {
+					t.Errorf("SBOM lacks k8s.io/client-go %s as a purl: %+v", mod, p)
+				}
+			}
+		})
+	}
+}
+
+// requiredVersion is the version go.mod file requires module at.
+func requiredVersion(t *testing.T, file, module string) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == module {
+			return f[1]
+		}
+	}
+	t.Fatalf("%s does not require %s", file, module)
+	return ""
+}
