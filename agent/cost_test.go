@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"io"
-	"os"
 	"testing"
 
 	"k8s.io/klog/v2/textlogger"
@@ -29,8 +28,9 @@ const (
 // few percent for allocations inside gRPC that vary from run to run, so
 // that only a change to the agent's own path fails them.
 const (
-	maxPrepareUnprepareAllocs  = 425 // measured 412
-	maxPrepareFromRecordAllocs = 12  // measured 12
+	maxPrepareUnprepareAllocs     = 425 // measured 412
+	maxPrepareUnprepareAllocsRace = 455 // measured 438 with -race
+	maxPrepareFromRecordAllocs    = 12  // measured 12, with -race too
 )
 
 func costAgent(t *testing.T) (*Agent, *memClaims) {
@@ -82,11 +82,11 @@ func TestFsyncsPerClaim(t *testing.T) {
 // (testing.AllocsPerRun counts the whole process's, the plugin's gRPC
 // client's included; the plugin runs in a process of its own).
 func TestAllocsPerClaim(t *testing.T) {
-	if raceEnabled && os.Getenv("ALLOCS_UNDER_RACE") == "" {
+	maxCycle := maxPrepareUnprepareAllocs
+	if raceEnabled {
 		// The race detector makes sync.Pool drop items at random, so
-		// gRPC's pooled buffers are allocated anew a random number of
-		// times.
-		t.Skip("allocation counts are not stable under the race detector")
+		// gRPC's pooled buffers are allocated anew now and then.
+		maxCycle = maxPrepareUnprepareAllocsRace
 	}
 	a, src := costAgent(t)
 	ctx := context.Background()
@@ -110,8 +110,8 @@ func TestAllocsPerClaim(t *testing.T) {
 		}
 	})
 	t.Logf("allocations: prepare and unprepare %.0f, prepare from the record %.0f", cycle, fromRecord)
-	if cycle > maxPrepareUnprepareAllocs {
-		t.Errorf("prepare and unprepare: %.0f allocations, at most %d", cycle, maxPrepareUnprepareAllocs)
+	if cycle > float64(maxCycle) {
+		t.Errorf("prepare and unprepare: %.0f allocations, at most %d", cycle, maxCycle)
 	}
 	if fromRecord > maxPrepareFromRecordAllocs {
 		t.Errorf("prepare from the record: %.0f allocations, at most %d", fromRecord, maxPrepareFromRecordAllocs)
