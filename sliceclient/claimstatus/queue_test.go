@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -55,7 +56,13 @@ func newFakeServer(t *testing.T) *fakeServer {
 			_, _ = w.Write([]byte(`{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim"}`))
 			return
 		}
-		_, _ = w.Write([]byte(`{"apiVersion":"v1","kind":"Status","status":"Failure","code":` + string(rune('0'+code/100)) + `00}`))
+		reason := metav1.StatusReasonServiceUnavailable
+		if code == http.StatusForbidden {
+			reason = metav1.StatusReasonForbidden
+		}
+		data, _ = json.Marshal(metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+			Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: "fake " + string(reason)})
+		_, _ = w.Write(data)
 	}))
 	t.Cleanup(f.Close)
 	return f
