@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -64,12 +65,12 @@ func BenchmarkShares(b *testing.B) {
 			b.StopTimer()
 			ps := n.schedule(pods)
 			b.StartTimer()
-			lat, _, err := run(ps, 1, n.prepare)
+			lat, _, err := each(ps, 1, n.prepare)
 			if err != nil {
 				b.Fatal(err)
 			}
 			record("one-prepare-p50", k, quantile(lat, 0.5))
-			lat, _, err = run(ps, 1, n.unprepare)
+			lat, _, err = each(ps, 1, n.unprepare)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -80,13 +81,13 @@ func BenchmarkShares(b *testing.B) {
 			b.StartTimer()
 
 			stopProfile := startProfile(b, n, profileDir, fmt.Sprintf("round%d-16", round))
-			lat, all, err := run(ps, 16, n.prepare)
+			lat, all, err := each(ps, 16, n.prepare)
 			if err != nil {
 				b.Fatal(err)
 			}
 			record("16-prepare-all", k, all)
 			record("16-prepare-p50", k, quantile(lat, 0.5))
-			lat, all, err = run(ps, 16, n.unprepare)
+			lat, all, err = each(ps, 16, n.unprepare)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -100,7 +101,7 @@ func BenchmarkShares(b *testing.B) {
 		round++
 	}
 	b.StopTimer()
-	for _, what := range slices.Sorted(mapsKeys(m)) {
+	for _, what := range slices.Sorted(maps.Keys(m)) {
 		s := m[what]
 		var shareA, shareU, ratio []float64
 		for i := range s[kindNull] {
@@ -115,14 +116,6 @@ func BenchmarkShares(b *testing.B) {
 		b.Logf("%s per round, ms: floor %s; agent %s; upstream %s; agent/upstream share %s",
 			what, list(s[kindNull]), list(s[kindAgent]), list(s[kindUpstream]), list(ratio))
 	}
-}
-
-func mapsKeys[M ~map[string]V, V any](m M) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 func list(v []float64) string {

@@ -106,7 +106,7 @@ func TestRequestsPerClaim(t *testing.T) {
 	for _, n := range []*driverNode{agent, upstream} {
 		ps := n.schedule(pods)
 		mark := auditMark(t)
-		if _, _, err := run(ps, 4, n.prepare); err != nil {
+		if _, _, err := each(ps, 4, n.prepare); err != nil {
 			t.Fatal(err)
 		}
 		if n == agent {
@@ -114,7 +114,7 @@ func TestRequestsPerClaim(t *testing.T) {
 			// count is the whole lifecycle's, not a race with it.
 			waitStatusWrites(t, n, pods)
 		}
-		if _, _, err := run(ps, 4, n.unprepare); err != nil {
+		if _, _, err := each(ps, 4, n.unprepare); err != nil {
 			t.Fatal(err)
 		}
 		n.remove(ps)

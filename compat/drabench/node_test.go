@@ -294,10 +294,10 @@ func (n *driverNode) schedule(count int) []*corev1.Pod {
 	return pods
 }
 
-// run calls fn for every pod with at most workers at once (the kubelet's
+// each calls fn for every pod with at most workers at once (the kubelet's
 // pod workers) and returns each call's time and the time until the last
 // ended.
-func run(pods []*corev1.Pod, workers int, fn func(*corev1.Pod) error) ([]time.Duration, time.Duration, error) {
+func each(pods []*corev1.Pod, workers int, fn func(*corev1.Pod) error) ([]time.Duration, time.Duration, error) {
 	lat := make([]time.Duration, len(pods))
 	errs := make([]error, len(pods))
 	sem := make(chan struct{}, workers)
