@@ -206,7 +206,13 @@ func (s *draService) begin() (func(), error) {
 		s.a.inflight.Done()
 		return nil, status.Error(codes.Unavailable, ErrStopping.Error())
 	}
-	return s.a.inflight.Done, nil
+	s.a.callBegin() // device status writes yield to the call
+	return s.end, nil
+}
+
+func (s *draService) end() {
+	s.a.callEnd()
+	s.a.inflight.Done()
 }
 
 func (s *draService) NodePrepareResources(ctx context.Context, req *drapbv1.NodePrepareResourcesRequest) (*drapbv1.NodePrepareResourcesResponse, error) {

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"runtime/debug"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -14,6 +16,10 @@ func (a *Agent) addDebugHandlers(mux *http.ServeMux) {
 	if !a.cfg.HTTP.Pprof {
 		return
 	}
+	// The block and mutex profiles are empty unless sampling is on; with
+	// pprof asked for, finding where calls wait is worth its small cost.
+	runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+	runtime.SetMutexProfileFraction(10)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

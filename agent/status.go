@@ -2,17 +2,13 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	resourcev1 "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/dranode/dranode/claimcache"
 	"github.com/dranode/dranode/pluginmgr"
@@ -20,17 +16,35 @@ import (
 )
 
 // The device status (KEP-4817) the plugins return is written to the
-// claims' status.devices by a few workers, after the kubelet has its answer:
-// a server-side apply is a round trip to the API server that a Prepare need
-// not wait for (integration/agent BenchmarkPrepareDeviceStatus: about 15 ms
-// on a loaded 2-core machine, as much as the rest of the Prepare). The
-// status is informational, so a write the server refuses is counted and
-// logged, never turned into a failed Prepare or Unprepare.
+// claims' status.devices in the background, by sliceclient/claimstatus's
+// Queue, so that it costs the kubelet's calls nothing:
+//
+//   - never on the call's path: a server-side apply is a round trip to the
+//     API server that a Prepare need not wait for
+//     (integration/agent BenchmarkPrepareDeviceStatus: about 15 ms on a
+//     loaded 2-core machine, as much as the rest of the Prepare);
+//   - yielding to the kubelet: the worker writes only while no
+//     NodePrepareResources or NodeUnprepareResources call is in flight
+//     (or after the queue's MaxYield under constant load), so on a node
+//     that shares its cores with the API server a prepare does not wait
+//     behind status writes;
+//   - coalesced per claim: only the newest unsent intent of a claim and
+//     driver is kept;
+//   - no write the API server would make pointless: an Unprepare only drops
+//     the claim's unsent apply. The kubelet unprepares a claim once no pod
+//     on the node uses it, the resourceclaim controller then deallocates it,
+//     and the API server drops the status.devices entries of deallocated
+//     devices itself (v1.37, dropDeallocatedStatusDevices), so clearing
+//     them was a second write per claim for nothing. A claim prepared and
+//     unprepared before its status went out costs no write at all.
+//
+// The status is informational, so a write the server refuses is counted
+// and logged, never turned into a failed Prepare or Unprepare.
 
 const (
-	// statusWorkers write concurrently; writes of one claim and driver are
-	// never concurrent and keep their order (the work queue's guarantee).
-	statusWorkers = 2
+	// statusWorkers: one keeps the writes low priority; they are few
+	// (at most one per claim) and short.
+	statusWorkers = 1
 	// statusAttempts bounds the tries of a write that failed for a
 	// reason that may pass (timeouts, throttling, the server unreachable).
 	statusAttempts = 5
@@ -40,149 +54,83 @@ const (
 	statusDrainTimeout = 5 * time.Second
 )
 
-// statusKey names one claim's entries of one driver.
-type statusKey struct {
-	driver string
-	uid    types.UID
-}
-
-// statusOp is the latest wanted state of a key: the entries to apply, or
-// none (clear). A newer op replaces a queued one: only the last matters.
-type statusOp struct {
-	claim    claimstatus.Claim
-	devices  []resourcev1.AllocatedDeviceStatus
-	attempts int
-}
-
-// statusWriter queues and performs the agent's status writes.
+// statusWriter queues the agent's status writes.
 type statusWriter struct {
-	rest    rest.Interface
-	log     logr.Logger
-	queue   workqueue.TypedRateLimitingInterface[statusKey]
-	writes  *prometheus.CounterVec // driver, op
-	errors  *prometheus.CounterVec // driver, reason
-	workers sync.WaitGroup
+	rest   rest.Interface
+	log    logr.Logger
+	queue  *claimstatus.Queue
+	calls  claimstatus.Calls
+	writes *prometheus.CounterVec // driver, op
+	errors *prometheus.CounterVec // driver, reason
 
 	mu      sync.Mutex
-	pending map[statusKey]*statusOp
 	writers map[string]*claimstatus.Writer
-	// reported holds the drivers whose plugin returned a status since the
-	// agent started: only their unprepares clear entries. After a restart,
-	// entries written before it are cleared once the driver reports again,
-	// and the API server drops all of them when the claim is deallocated.
-	reported map[string]bool
 }
 
 func newStatusWriter(rc rest.Interface, log logr.Logger, reg *prometheus.Registry) *statusWriter {
 	w := &statusWriter{
 		rest: rc,
 		log:  log,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[statusKey](100*time.Millisecond, 5*time.Second),
-			workqueue.TypedRateLimitingQueueConfig[statusKey]{Name: "claim-status"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "dranode", Name: "claim_status_writes_total",
-			Help: "ResourceClaim status.devices writes accepted by the API server (op apply after a Prepare, clear after an Unprepare).",
+			Help: "ResourceClaim status.devices writes accepted by the API server (op apply after a Prepare).",
 		}, []string{"driver", "op"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "dranode", Name: "claim_status_write_errors_total",
 			Help: "ResourceClaim status.devices writes that failed, by the API server's reason (Forbidden: RBAC or the per-driver resourceclaims/driver permission; Invalid; NotFound; Replaced: the claim was recreated; Timeout; Unknown: not reached). They never fail a Prepare or Unprepare.",
 		}, []string{"driver", "reason"}),
-		pending:  map[statusKey]*statusOp{},
-		writers:  map[string]*claimstatus.Writer{},
-		reported: map[string]bool{},
+		writers: map[string]*claimstatus.Writer{},
 	}
+	w.queue = claimstatus.NewQueue(claimstatus.QueueOptions{
+		Workers: statusWorkers, MaxAttempts: statusAttempts, Timeout: statusWriteTimeout,
+		Calls: &w.calls, Result: w.result,
+	})
 	reg.MustRegister(w.writes, w.errors)
-	for range statusWorkers {
-		w.workers.Add(1)
-		go w.work()
-	}
 	return w
 }
 
 // apply queues writing devices as the driver's entries of the claim.
 func (w *statusWriter) apply(driver string, claim claimstatus.Claim, devices []resourcev1.AllocatedDeviceStatus) {
-	w.mu.Lock()
-	w.reported[driver] = true
-	w.mu.Unlock()
-	w.enqueue(statusKey{driver, claim.UID}, &statusOp{claim: claim, devices: devices})
+	cw, err := w.writer(driver)
+	if err != nil {
+		w.errors.WithLabelValues(driver, claimstatus.Reason(err)).Inc()
+		w.log.Error(err, "Writing the claim's device status failed; the prepare is not affected", "driver", driver)
+		return
+	}
+	w.queue.Apply(cw, claim, devices)
 }
 
-// clear queues removing the driver's entries of the claim, when the driver
-// reports status at all.
+// clear is what an Unprepare does with the driver's entries of the claim:
+// drop its unsent apply, write nothing (the API server drops the entries
+// when the claim is deallocated; see above).
 func (w *statusWriter) clear(driver string, claim claimstatus.Claim) {
 	w.mu.Lock()
-	reported := w.reported[driver]
+	cw := w.writers[driver]
 	w.mu.Unlock()
-	if reported {
-		w.enqueue(statusKey{driver, claim.UID}, &statusOp{claim: claim})
+	if cw != nil && w.queue.Forget(cw, claim.UID) {
+		w.log.V(3).Info("Claim unprepared before its device status was written; not writing it", "driver", driver, "claimUID", claim.UID)
 	}
 }
 
-func (w *statusWriter) enqueue(key statusKey, op *statusOp) {
-	w.mu.Lock()
-	w.pending[key] = op
-	w.mu.Unlock()
-	w.queue.Add(key)
-}
-
-func (w *statusWriter) work() {
-	defer w.workers.Done()
-	for {
-		key, shutdown := w.queue.Get()
-		if shutdown {
-			return
-		}
-		w.write(key)
-		w.queue.Done(key)
-	}
-}
-
-func (w *statusWriter) write(key statusKey) {
-	w.mu.Lock()
-	op := w.pending[key]
-	delete(w.pending, key)
-	writer, err := w.writerLocked(key.driver)
-	w.mu.Unlock()
-	if op == nil {
-		return // written by an earlier pass
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), statusWriteTimeout)
-	defer cancel()
-	name := "apply"
-	if err == nil {
-		if len(op.devices) > 0 {
-			err = writer.Apply(ctx, op.claim, op.devices)
-		} else {
-			name = "clear"
-			err = writer.Clear(ctx, op.claim)
-		}
-	}
-	log := w.log.WithValues("driver", key.driver, "claim", op.claim.Namespace+"/"+op.claim.Name, "claimUID", op.claim.UID, "op", name)
-	if err == nil {
-		w.writes.WithLabelValues(key.driver, name).Inc()
-		w.queue.Forget(key)
-		log.V(3).Info("Claim device status written", "devices", len(op.devices))
+func (w *statusWriter) result(r claimstatus.Result) {
+	log := w.log.WithValues("driver", r.Driver, "claim", r.Claim.Namespace+"/"+r.Claim.Name, "claimUID", r.Claim.UID, "op", r.Op)
+	if r.Err == nil {
+		w.writes.WithLabelValues(r.Driver, r.Op).Inc()
+		log.V(3).Info("Claim device status written", "devices", r.Devices)
 		return
 	}
-	reason := claimstatus.Reason(err)
-	w.errors.WithLabelValues(key.driver, reason).Inc()
-	op.attempts++
-	if retryable(err) && op.attempts < statusAttempts {
-		w.mu.Lock()
-		if _, newer := w.pending[key]; !newer {
-			w.pending[key] = op
-		}
-		w.mu.Unlock()
-		log.V(2).Info("Writing the claim's device status failed, retrying", "reason", reason, "err", err.Error())
-		w.queue.AddRateLimited(key)
+	reason := claimstatus.Reason(r.Err)
+	w.errors.WithLabelValues(r.Driver, reason).Inc()
+	if r.Retry {
+		log.V(2).Info("Writing the claim's device status failed, retrying", "reason", reason, "err", r.Err.Error())
 		return
 	}
-	w.queue.Forget(key)
-	log.Error(err, "Writing the claim's device status failed; the prepare is not affected", "reason", reason, "attempts", op.attempts)
+	log.Error(r.Err, "Writing the claim's device status failed; the prepare is not affected", "reason", reason, "attempts", r.Attempts)
 }
 
-func (w *statusWriter) writerLocked(driver string) (*claimstatus.Writer, error) {
+func (w *statusWriter) writer(driver string) (*claimstatus.Writer, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if cw, ok := w.writers[driver]; ok {
 		return cw, nil
 	}
@@ -194,37 +142,30 @@ func (w *statusWriter) writerLocked(driver string) (*claimstatus.Writer, error) 
 	return cw, nil
 }
 
-// retryable: failures that may pass. Refusals (Forbidden, Invalid,
-// NotFound, a replaced claim) stay refused.
-func retryable(err error) bool {
-	if errors.Is(err, claimstatus.ErrInvalid) {
-		return false
-	}
-	switch {
-	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsNotFound(err), apierrors.IsUnauthorized(err),
-		apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err):
-		return false
-	}
-	return true
-}
-
 // stop lets queued writes finish for up to statusDrainTimeout, then drops
 // the rest (the status is informational; the claims stay prepared).
 func (w *statusWriter) stop(reg *prometheus.Registry) {
-	done := make(chan struct{})
-	go func() {
-		w.queue.ShutDownWithDrain()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(statusDrainTimeout):
-		w.log.Info("Dropping queued claim device status writes at stop", "queued", w.queue.Len())
-		w.queue.ShutDown()
+	ctx, cancel := context.WithTimeout(context.Background(), statusDrainTimeout)
+	defer cancel()
+	if n := w.queue.Stop(ctx); n > 0 {
+		w.log.Info("Dropped queued claim device status writes at stop", "queued", n)
 	}
-	w.workers.Wait()
 	reg.Unregister(w.writes)
 	reg.Unregister(w.errors)
+}
+
+// callBegin and callEnd bracket a kubelet call: status writes wait while
+// calls are in flight.
+func (a *Agent) callBegin() {
+	if a.status != nil {
+		a.status.calls.Begin()
+	}
+}
+
+func (a *Agent) callEnd() {
+	if a.status != nil {
+		a.status.calls.End()
+	}
 }
 
 // deviceStatuses are the statuses the plugin returned, completed with the

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/dranode/dranode/agent"
@@ -110,8 +111,9 @@ func counter(t testing.TB, reg *prometheus.Registry, name string, labels map[str
 
 // TestDeviceStatus: the agent, with two instances of the example plugin
 // (two drivers), writes each driver's device status to one claim after
-// the Prepare, under a field manager per driver, and removes both after
-// the Unprepare; a third party's entries of another driver survive both.
+// the Prepare, under a field manager per driver, leaving a third party's
+// entries of another driver alone; the Unprepare writes nothing, and the
+// entries go with the claim's allocation.
 func TestDeviceStatus(t *testing.T) {
 	restCfg, client := clusterWithNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -164,11 +166,26 @@ func TestDeviceStatus(t *testing.T) {
 	if msg := k.unprepare(t, created); msg != "" {
 		t.Fatalf("unprepare: %s", msg)
 	}
-	statusEntries(t, ctx, client, created, []string{"nic.example.com/pool-a/nic-0"})
+	// The unprepare writes nothing: the resourceclaim controller
+	// deallocates a claim no pod uses any more, and the API server drops
+	// the deallocated devices' entries with the allocation, as done here.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := client.ResourceV1().ResourceClaims("default").Get(ctx, created.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.Allocation, cur.Status.ReservedFor = nil, nil
+		_, err = client.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	statusEntries(t, ctx, client, created, nil)
 	for _, d := range []string{gpuDriver, gpu2Driver} {
-		for _, op := range []string{"apply", "clear"} {
-			if n := counter(t, reg, "dranode_claim_status_writes_total", map[string]string{"driver": d, "op": op}); n != 1 {
-				t.Errorf("dranode_claim_status_writes_total{driver=%q,op=%q} = %v, want 1", d, op, n)
+		for op, want := range map[string]float64{"apply": 1, "clear": 0} {
+			if n := counter(t, reg, "dranode_claim_status_writes_total", map[string]string{"driver": d, "op": op}); n != want {
+				t.Errorf("dranode_claim_status_writes_total{driver=%q,op=%q} = %v, want %v", d, op, n, want)
 			}
 		}
 	}

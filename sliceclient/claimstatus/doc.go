@@ -20,4 +20,9 @@
 // token is bound to the node the claim is allocated on (a DaemonSet pod's
 // token is), or "arbitrary-node:patch" otherwise. A refused write is a
 // *[WriteError]; [Reason] gives a short reason for metrics.
+//
+// A [Queue] writes in the background for a driver's NodePrepareResources:
+// coalesced per claim, yielding to the kubelet's calls in flight ([Calls]),
+// retried when the failure may pass, and with no write on unprepare (the
+// API server drops the status of a deallocated claim itself).
 package claimstatus

@@ -1,0 +1,119 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"k8s.io/klog/v2/textlogger"
+)
+
+// Costs of the Prepare and Unprepare paths that do not depend on timing,
+// each held to a bound that a change adding one fails. Timings are in
+// benchmarks only (compat/drabench).
+
+// Durable commits (one fsync each, the journal's group commit aside) a
+// claim costs: PrepareStarted and Prepared on prepare, UnprepareStarted
+// and the removal on unprepare. CDI specs are written without fsync
+// (prepareDriver says why).
+const (
+	maxPrepareFsyncs   = 2
+	maxUnprepareFsyncs = 2
+)
+
+// Heap allocations of one Prepare and Unprepare of a claim with one device
+// through the example plugin (the agent's side: claim lookup, record,
+// go-plugin gRPC client, CDI spec, logging), and of a Prepare answered from
+// the record. Measured 2026-11-26 (see the log line); the bounds leave a
+// few percent for allocations inside gRPC that vary from run to run, so
+// that only a change to the agent's own path fails them.
+const (
+	maxPrepareUnprepareAllocs     = 425 // measured 412
+	maxPrepareUnprepareAllocsRace = 455 // measured 438 with -race
+	maxPrepareFromRecordAllocs    = 12  // measured 12, with -race too
+)
+
+func costAgent(t *testing.T) (*Agent, *memClaims) {
+	t.Helper()
+	e := newTestEnv(t, gpuDriver)
+	src := &memClaims{}
+	// The agent's production logger (klog text at default verbosity),
+	// writing nowhere: what logging costs is part of the path.
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(io.Discard)))
+	a := e.start(t, Options{Claims: src, Logger: logger})
+	return a, src
+}
+
+// TestFsyncsPerClaim counts the record's fsyncs of one claim's prepare and
+// unprepare.
+func TestFsyncsPerClaim(t *testing.T) {
+	a, src := costAgent(t)
+	ctx := context.Background()
+	for i, c := range benchClaims(3) {
+		src.put(c)
+		req := ClaimRequest{Namespace: c.Namespace, Name: c.Name, UID: string(c.UID)}
+		before := a.cache.Fsyncs()
+		if _, err := a.Prepare(ctx, gpuDriver, req); err != nil {
+			t.Fatal(err)
+		}
+		prepared := a.cache.Fsyncs()
+		if _, err := a.Prepare(ctx, gpuDriver, req); err != nil {
+			t.Fatal(err)
+		}
+		again := a.cache.Fsyncs()
+		if err := a.Unprepare(ctx, req.UID); err != nil {
+			t.Fatal(err)
+		}
+		after := a.cache.Fsyncs()
+		t.Logf("claim %d: fsyncs: prepare %d, prepare from the record %d, unprepare %d", i, prepared-before, again-prepared, after-again)
+		if n := prepared - before; n > maxPrepareFsyncs {
+			t.Errorf("prepare: %d fsyncs, at most %d", n, maxPrepareFsyncs)
+		}
+		if n := again - prepared; n != 0 {
+			t.Errorf("prepare answered from the record: %d fsyncs, want none", n)
+		}
+		if n := after - again; n > maxUnprepareFsyncs {
+			t.Errorf("unprepare: %d fsyncs, at most %d", n, maxUnprepareFsyncs)
+		}
+	}
+}
+
+// TestAllocsPerClaim counts heap allocations of the Prepare path
+// (testing.AllocsPerRun counts the whole process's, the plugin's gRPC
+// client's included; the plugin runs in a process of its own).
+func TestAllocsPerClaim(t *testing.T) {
+	maxCycle := maxPrepareUnprepareAllocs
+	if raceEnabled {
+		// The race detector makes sync.Pool drop items at random, so
+		// gRPC's pooled buffers are allocated anew now and then.
+		maxCycle = maxPrepareUnprepareAllocsRace
+	}
+	a, src := costAgent(t)
+	ctx := context.Background()
+	c := benchClaims(1)[0]
+	src.put(c)
+	req := ClaimRequest{Namespace: c.Namespace, Name: c.Name, UID: string(c.UID)}
+	cycle := testing.AllocsPerRun(20, func() {
+		if _, err := a.Prepare(ctx, gpuDriver, req); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Unprepare(ctx, req.UID); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := a.Prepare(ctx, gpuDriver, req); err != nil {
+		t.Fatal(err)
+	}
+	fromRecord := testing.AllocsPerRun(50, func() {
+		if _, err := a.Prepare(ctx, gpuDriver, req); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("allocations: prepare and unprepare %.0f, prepare from the record %.0f", cycle, fromRecord)
+	if cycle > float64(maxCycle) {
+		t.Errorf("prepare and unprepare: %.0f allocations, at most %d", cycle, maxCycle)
+	}
+	if fromRecord > maxPrepareFromRecordAllocs {
+		t.Errorf("prepare from the record: %.0f allocations, at most %d", fromRecord, maxPrepareFromRecordAllocs)
+	}
+}
