@@ -50,9 +50,6 @@ const unregisterGrace = 2 * time.Second
 // the claim record (any more).
 var ErrNotHolder = errors.New("this agent instance does not hold the claim record")
 
-// errLockBusy means a flock is held by a live process.
-var errLockBusy = errors.New("held by another process")
-
 // RegistrationSocketFor is the registration socket of one instance of the
 // driver: RegistrationSocket without an instance ID,
 // "<driver>-<instanceID>-reg.sock" with one (the upstream kubeletplugin
@@ -104,9 +101,9 @@ type handoverReply struct {
 type handover struct {
 	mu       sync.Mutex
 	lis      net.Listener
-	lisInfo  os.FileInfo // the socket file this instance created
-	start    *os.File    // startLock while starting
-	target   string      // cached holder instance ID for forwarding
+	lisInfo  os.FileInfo      // the socket file this instance created
+	start    *checkpoint.Lock // startLock while starting
+	target   string           // cached holder instance ID for forwarding
 	conns    map[string]*grpc.ClientConn
 	released time.Time // when this instance handed the record over
 }
@@ -142,11 +139,11 @@ func (a *Agent) openRecord(ctx context.Context, bootID string) error {
 	asked := false
 	for wait := 20 * time.Millisecond; ; wait = min(wait*2, 500*time.Millisecond) {
 		if a.handover.start == nil {
-			f, err := tryLock(a.startLockPath())
+			l, err := checkpoint.TryLock(a.startLockPath())
 			switch {
 			case err == nil:
-				a.handover.start = f
-			case !errors.Is(err, errLockBusy):
+				a.handover.start = l
+			case !errors.Is(err, checkpoint.ErrLocked):
 				return err
 			default:
 				last = fmt.Errorf("another instance is starting (%s is locked)", a.startLockPath())
@@ -187,7 +184,7 @@ func (a *Agent) openRecord(ctx context.Context, bootID string) error {
 // endStart releases the start lock: this instance serves now.
 func (a *Agent) endStart() {
 	if a.handover.start != nil {
-		a.handover.start.Close()
+		_ = a.handover.start.Unlock()
 		a.handover.start = nil
 	}
 }
@@ -352,11 +349,11 @@ func (a *Agent) reclaim() bool {
 	if a.stopping.Load() {
 		return false
 	}
-	lock, err := tryLock(a.startLockPath())
+	lock, err := checkpoint.TryLock(a.startLockPath())
 	if err != nil {
 		return false // another instance is starting: it will serve
 	}
-	defer lock.Close()
+	defer lock.Unlock()
 	cache, report, err := claimcache.Open(a.recordDir(), a.cache.BootID(),
 		claimcache.WithJournalOptions(checkpoint.WithCorruptPolicy(checkpoint.MoveCorruptAside)))
 	if err != nil {
