@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,9 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/dranode/dranode/cdi"
@@ -262,192 +258,6 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	return nil
 }
 
-func readBootID(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", &ConfigError{Key: "bootIDFile", Reason: err.Error()}
-	}
-	id := strings.TrimSpace(string(data))
-	if id == "" {
-		return "", &ConfigError{Key: "bootIDFile", Reason: path + " is empty"}
-	}
-	return id, nil
-}
-
-// connect picks the mode: kubeconfig, in-cluster, or standalone.
-func (a *Agent) connect() error {
-	rc := a.opts.RESTConfig
-	switch {
-	case rc != nil:
-		rc = rest.CopyConfig(rc)
-	case a.cfg.Kubeconfig != "":
-		var err error
-		rc, err = clientcmd.BuildConfigFromFlags("", a.cfg.Kubeconfig)
-		if err != nil {
-			return &ConfigError{Key: "kubeconfig", Reason: err.Error()}
-		}
-	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
-		var err error
-		rc, err = rest.InClusterConfig()
-		if err != nil {
-			return fmt.Errorf("in-cluster configuration: %w", err)
-		}
-	}
-	if rc != nil {
-		rc.QPS, rc.Burst = a.cfg.Claims.QPS, a.cfg.Claims.Burst
-		rc.UserAgent = "dranode-agent/" + a.cfg.NodeName
-		var err error
-		if a.client, err = newAPIClient(rc); err != nil {
-			return err
-		}
-	}
-	a.standalone = a.client == nil
-	switch {
-	case a.opts.Claims != nil:
-		a.claims = a.opts.Claims
-	case a.standalone:
-		a.claims = DirClaimSource{Dir: a.cfg.Claims.Dir}
-	default:
-		a.claims = a.client.claims
-	}
-	return nil
-}
-
-func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
-	info := p.Info()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if other, dup := a.drivers[info.DriverName]; dup {
-		return &ConfigError{Key: "plugins.drivers", Reason: fmt.Sprintf("plugins %q and %q both serve driver %q", other.plugin.Name(), p.Name(), info.DriverName)}
-	}
-	d := &driver{name: info.DriverName, plugin: p, healthy: newHealthFeed(), health: info.Health}
-	taint, err := inventory.HealthTaint(d.name, resourceapi.DeviceTaintEffect(a.cfg.Slices.UnhealthyTaintEffect))
-	if err != nil {
-		return fmt.Errorf("driver %s: %w", d.name, err)
-	}
-	d.taints.taint = taint
-	if !a.standalone {
-		pub, err := a.newPublisher(d)
-		if err != nil {
-			return err
-		}
-		d.publisher = pub
-		if err := pub.Start(ctx); err != nil {
-			return fmt.Errorf("driver %s: starting the ResourceSlice publisher: %w", d.name, err)
-		}
-	}
-	a.drivers[d.name] = d
-	a.byPlugin[p.Name()] = d
-	if h, ok := a.health[p.Name()]; ok {
-		a.healthLocked(d, h)
-		d.healthy.set(h)
-		delete(a.health, p.Name()) // later reports go to the driver directly
-	} else if d.health {
-		a.awaitFirstHealthLocked(d)
-	}
-	inv, ok := a.pending[p.Name()]
-	if ok {
-		delete(a.pending, p.Name()) // later inventories go to the driver directly
-	} else {
-		inv, _ = p.Inventory()
-	}
-	if len(inv.Pools) > 0 {
-		a.inventoryLocked(d, inv)
-	}
-	return nil
-}
-
-func (a *Agent) newPublisher(d *driver) (*sliceclient.Publisher, error) {
-	pub, err := sliceclient.New(sliceclient.Options{
-		Client: a.client.slices, DriverName: d.name, NodeName: a.cfg.NodeName,
-		Debounce: a.cfg.Slices.SyncDelay,
-		OnError: func(err error) {
-			a.log.Error(err, "Publishing ResourceSlices", "driver", d.name)
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("driver %s: %w", d.name, err)
-	}
-	return pub, nil
-}
-
-func (a *Agent) sortedDrivers() []*driver {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]*driver, 0, len(a.drivers))
-	for _, d := range a.drivers {
-		out = append(out, d)
-	}
-	slices.SortFunc(out, func(x, y *driver) int { return strings.Compare(x.name, y.name) })
-	return out
-}
-
-func (a *Agent) driver(name string) *driver {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.drivers[name]
-}
-
-func (a *Agent) onInventory(plugin string, inv inventory.Inventory) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	d, ok := a.byPlugin[plugin]
-	if !ok {
-		a.pending[plugin] = inv // the driver is registered after Launch returns
-		return
-	}
-	a.inventoryLocked(d, inv)
-}
-
-// publishLocked publishes the plugin's latest inventory with its unhealthy
-// devices tainted. The publisher writes only what differs from the stored
-// slices, so a call that changes nothing writes nothing.
-func (a *Agent) publishLocked(d *driver) {
-	if !a.standalone && d.publisher == nil {
-		return // handed over: the holder publishes; a reclaim publishes d.taints
-	}
-	inv := d.taints.published()
-	if d.publisher != nil {
-		if err := d.publisher.Update(inv); err != nil {
-			a.log.Error(err, "Inventory rejected", "driver", d.name)
-		}
-		return
-	}
-	dr := sliceclient.DryRun{DriverName: d.name, NodeName: a.cfg.NodeName}
-	paths, err := dr.WriteDir(a.cfg.Slices.DryRunDir, inv)
-	if err != nil {
-		a.log.Error(err, "Writing dry-run ResourceSlices", "driver", d.name)
-		return
-	}
-	if a.metrics != nil {
-		a.metrics.dryRunWrites.WithLabelValues(d.name).Add(float64(len(paths)))
-	}
-	a.log.V(1).Info("Dry-run ResourceSlices written", "driver", d.name, "dir", a.cfg.Slices.DryRunDir, "files", len(paths))
-}
-
-func (a *Agent) onHealth(plugin string, h []pluginmgr.DeviceHealth) {
-	a.mu.Lock()
-	d, ok := a.byPlugin[plugin]
-	if ok {
-		a.healthLocked(d, h)
-	} else {
-		a.health[plugin] = h
-	}
-	a.mu.Unlock()
-	if ok {
-		d.healthy.set(h)
-	}
-}
-
-func (a *Agent) onStatus(s pluginmgr.Status) {
-	log := a.log.WithValues("plugin", s.Plugin, "state", s.State, "pid", s.PID, "restarts", s.Restarts)
-	if s.Err != nil {
-		log.Error(s.Err, "Driver plugin status")
-	} else {
-		log.Info("Driver plugin status")
-	}
-}
-
 // Ready reports whether every plugin runs and, with a kubelet, every driver
 // is registered; the error says what is missing, including every plugin
 // that was refused.
@@ -564,11 +374,4 @@ func (a *Agent) stop() error {
 		a.metrics.unregister(a.opts.Registry)
 	}
 	return errors.Join(errs...)
-}
-
-// newRequestID names one kubelet call in the logs.
-func newRequestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

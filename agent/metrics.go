@@ -1,13 +1,9 @@
 package agent
 
 import (
-	"fmt"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // metrics are the agent's Prometheus series (namespace "dranode").
@@ -187,29 +183,3 @@ func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
-
-// serveHTTP serves /metrics, /healthz (the process is alive and its record
-// open) and /readyz (Ready).
-func (a *Agent) serveHTTP() error {
-	lis, err := net.Listen("tcp", a.cfg.HTTP.Address)
-	if err != nil {
-		return &ConfigError{Key: "http.address", Reason: err.Error()}
-	}
-	a.httpAddr = lis.Addr().String()
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(a.opts.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := a.Ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	a.addDebugHandlers(mux)
-	a.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = a.httpSrv.Serve(lis) }()
-	return nil
-}

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/claimcache"
@@ -287,81 +284,6 @@ func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceCla
 	return devices, deviceStatuses(driverName, results[0].Devices, devices), nil
 }
 
-// buildSpec turns a plugin's prepared devices into the claim's CDI spec for
-// the driver, with one CDI device per prepared device named
-// "<claim UID>-<device>", plus "-<share ID>" for a shared device (one
-// device allocated several times in a claim) and the pool when two pools
-// share a device name.
-func buildSpec(driverName, claimUID string, prepared []pluginmgr.PreparedDevice, results []resourcev1.DeviceRequestAllocationResult) (*cdi.Spec, []claimcache.Device, error) {
-	spec := &cdi.Spec{Kind: driverName + "/" + cdi.ClaimClass}
-	used := make([]bool, len(results))
-	shareIDs := make([]string, len(prepared))
-	for i, p := range prepared {
-		for j, r := range results {
-			if used[j] || r.Pool != p.Pool || r.Device != p.Device || (len(p.Requests) > 0 && !slices.Contains(p.Requests, r.Request)) {
-				continue
-			}
-			used[j] = true
-			if r.ShareID != nil {
-				shareIDs[i] = string(*r.ShareID)
-			}
-			break
-		}
-	}
-	short := func(i int) string {
-		if shareIDs[i] != "" {
-			return prepared[i].Device + "-" + shareIDs[i]
-		}
-		return prepared[i].Device
-	}
-	count := map[string]int{}
-	for i := range prepared {
-		count[short(i)]++
-	}
-	var devices []claimcache.Device
-	for i, p := range prepared {
-		name := claimUID + "-" + short(i)
-		if count[short(i)] > 1 {
-			name = claimUID + "-" + strings.ReplaceAll(p.Pool, "/", "_") + "-" + short(i)
-		}
-		if err := cdi.ValidateDeviceName(name); err != nil {
-			return nil, nil, fmt.Errorf("driver %s: device %s/%s: %w", driverName, p.Pool, p.Device, err)
-		}
-		spec.Devices = append(spec.Devices, cdi.Device{Name: name, ContainerEdits: convertEdits(p.Edits)})
-		devices = append(devices, claimcache.Device{
-			Pool: p.Pool, Device: p.Device, Requests: p.Requests, ShareID: shareIDs[i],
-			CDIDeviceIDs: []string{cdi.QualifiedName(driverName, cdi.ClaimClass, name)},
-		})
-	}
-	spec.Version = cdi.MinimumVersion(spec)
-	return spec, devices, nil
-}
-
-func convertEdits(e pluginmgr.ContainerEdits) cdi.ContainerEdits {
-	out := cdi.ContainerEdits{Env: e.Env}
-	for _, n := range e.DeviceNodes {
-		dn := cdi.DeviceNode{Path: n.Path, HostPath: n.HostPath, Type: n.Type, Major: n.Major, Minor: n.Minor,
-			Permissions: n.Permissions, UID: n.UID, GID: n.GID}
-		if n.FileMode != nil {
-			m := os.FileMode(*n.FileMode)
-			dn.FileMode = &m
-		}
-		out.DeviceNodes = append(out.DeviceNodes, dn)
-	}
-	for _, m := range e.Mounts {
-		out.Mounts = append(out.Mounts, cdi.Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath, Type: m.Type, Options: m.Options})
-	}
-	for _, h := range e.Hooks {
-		hk := cdi.Hook{HookName: h.HookName, Path: h.Path, Args: h.Args, Env: h.Env}
-		if h.Timeout != nil {
-			t := int(*h.Timeout)
-			hk.Timeout = &t
-		}
-		out.Hooks = append(out.Hooks, hk)
-	}
-	return out
-}
-
 // ensureSpecs recreates the CDI specs of a prepared claim that went missing
 // (someone cleaned /var/run/cdi): the plugins' Prepare is idempotent, so
 // asking again gives the same edits, and the device names are derived from
@@ -397,116 +319,4 @@ func (a *Agent) ensureSpecs(ctx context.Context, e claimcache.Entry, timer *prep
 		}
 	}
 	return nil
-}
-
-// Unprepare undoes a claim from the record alone (no API server needed):
-// record UnprepareStarted, hand each plugin what it prepared, remove the CDI
-// specs, drop the record. An unknown UID succeeds. A claim left in
-// PrepareStarted is rolled back by asking every plugin of this agent.
-func (a *Agent) Unprepare(ctx context.Context, uid string) error {
-	if uid == "" {
-		return fmt.Errorf("%w: empty claim UID", ErrClaimNotUsable)
-	}
-	return a.cache.WithClaim(uid, func() error { return a.unprepareLocked(ctx, uid) })
-}
-
-func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
-	e, err := a.cache.StartUnprepare(uid)
-	if errors.Is(err, claimcache.ErrNotFound) {
-		logr.FromContextOrDiscard(ctx).V(2).Info("Claim not recorded, nothing to unprepare", "claimUID", uid)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("recording claim %s as being unprepared: %w", uid, err)
-	}
-	names, err := a.unprepareDrivers(ctx, e)
-	if err != nil {
-		return err
-	}
-	if err := a.cache.Remove(uid); err != nil {
-		return fmt.Errorf("dropping claim %s from the record: %w", uid, err)
-	}
-	if a.status != nil {
-		for _, name := range names {
-			a.status.clear(name, claimstatus.Claim{Namespace: e.Claim.Namespace, Name: e.Claim.Name, UID: types.UID(uid)})
-		}
-	}
-	logr.FromContextOrDiscard(ctx).Info("Claim unprepared", "claimUID", uid, "drivers", names)
-	return nil
-}
-
-// unprepareDrivers has the drivers of a claim in UnprepareStarted
-// unprepare its devices and removes its CDI specs; the caller holds the
-// claim's lock and removes the entry afterwards. It returns the drivers
-// called.
-func (a *Agent) unprepareDrivers(ctx context.Context, e claimcache.Entry) ([]string, error) {
-	uid := e.Claim.UID
-	drivers := e.Drivers
-	if len(drivers) == 0 {
-		// Interrupted before anything was recorded: any plugin may have
-		// prepared part of it.
-		drivers = map[string][]claimcache.Device{}
-		for _, n := range a.Drivers() {
-			drivers[n] = nil
-		}
-	}
-	names := make([]string, 0, len(drivers))
-	for n := range drivers {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		d := a.driver(name)
-		if d == nil {
-			return nil, fmt.Errorf("claim %s: driver %s prepared it but is not configured any more; the record is kept", e.Claim, name)
-		}
-		pc := pluginmgr.PreparedClaim{UID: types.UID(uid), Namespace: e.Claim.Namespace, Name: e.Claim.Name}
-		for _, dev := range drivers[name] {
-			pc.Devices = append(pc.Devices, pluginmgr.PreparedDevice{Pool: dev.Pool, Device: dev.Device, Requests: dev.Requests})
-		}
-		res, err := d.plugin.Unprepare(ctx, []pluginmgr.PreparedClaim{pc})
-		if err != nil {
-			return nil, fmt.Errorf("driver %s: unprepare: %w", name, err)
-		}
-		if len(res) == 1 && res[0].Err != nil {
-			return nil, fmt.Errorf("driver %s: %w", name, res[0].Err)
-		}
-		if err := a.specs.Remove(name, cdi.ClaimClass, uid); err != nil {
-			return nil, fmt.Errorf("driver %s: %w", name, err)
-		}
-	}
-	return names, nil
-}
-
-// finishInterrupted completes unprepares a crash interrupted. Claims left in
-// PrepareStarted wait for the kubelet's next call (Prepare finishes them,
-// Unprepare rolls them back).
-func (a *Agent) finishInterrupted(ctx context.Context) {
-	for _, e := range a.cache.List() {
-		if e.State != claimcache.UnprepareStarted {
-			continue
-		}
-		log := a.log.WithValues("claimUID", e.Claim.UID, "claim", e.Claim.Namespace+"/"+e.Claim.Name)
-		if err := a.Unprepare(logr.NewContext(ctx, log), e.Claim.UID); err != nil {
-			log.Error(err, "Finishing an interrupted unprepare; the kubelet's next call retries")
-		}
-	}
-}
-
-// sweepSpecs removes CDI specs of this agent's drivers for claims that are
-// not recorded (left by a crash between writing the spec and recording).
-func (a *Agent) sweepSpecs() {
-	recorded := map[string]bool{}
-	for _, e := range a.cache.List() {
-		recorded[e.Claim.UID] = true
-	}
-	for _, name := range a.Drivers() {
-		removed, err := a.specs.Sweep(name, cdi.ClaimClass, func(uid string) bool { return recorded[uid] })
-		if err != nil {
-			a.log.Error(err, "Sweeping CDI specs", "driver", name)
-		}
-		if len(removed) > 0 {
-			a.log.Info("Removed CDI specs of unrecorded claims", "driver", name, "files", removed)
-		}
-	}
 }
