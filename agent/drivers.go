@@ -8,11 +8,11 @@ import (
 	"sync/atomic"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"google.golang.org/grpc"
 
 	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/sliceclient"
-	"google.golang.org/grpc"
 )
 
 // driver is one DRA driver served to the kubelet.

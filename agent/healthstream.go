@@ -5,11 +5,11 @@ import (
 	"time"
 
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
-
-	"github.com/dranode/dranode/pluginmgr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/dranode/dranode/pluginmgr"
 )
 
 // healthFeed holds a driver's latest health snapshot and wakes watchers on

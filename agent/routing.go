@@ -7,7 +7,6 @@ import (
 	"time"
 
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"

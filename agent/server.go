@@ -15,12 +15,12 @@ import (
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
-
-	"github.com/dranode/dranode/pluginmgr"
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/dranode/dranode/pluginmgr"
 )
 
 // SocketMode is the mode of the agent's sockets: the kubelet (root) connects;

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/claimcache"
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/sliceclient/claimstatus"
-	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // Unprepare undoes a claim from the record alone (no API server needed):
