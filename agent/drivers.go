@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 
-	resourceapi "k8s.io/api/resource/v1"
 	"google.golang.org/grpc"
+	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"

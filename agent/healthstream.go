@@ -4,10 +4,10 @@ import (
 	"sync"
 	"time"
 
-	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 
 	"github.com/dranode/dranode/pluginmgr"
 )

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 )
 
 // routeCall answers a kubelet call: here while this instance holds the

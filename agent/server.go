@@ -11,14 +11,14 @@ import (
 	"sync"
 	"time"
 
-	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
-	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
-	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
-	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/dranode/dranode/pluginmgr"
 )
