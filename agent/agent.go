@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -20,8 +19,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dranode/dranode/cdi"
-	"github.com/dranode/dranode/claimcache"
-	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/sliceclient"
 )
@@ -54,39 +51,65 @@ type Options struct {
 
 // Agent is one running dranode agent. Create it with New, then Start and
 // Stop (or Run).
+//
+// An Agent only composes its parts, each in its own file:
+//
+//   - the kubelet-facing server (server.go, healthstream.go, sockets.go):
+//     registration, the DRA service and the health stream, per driver;
+//   - routing (routing.go), a wrapper around the DRA service that forwards a
+//     call to the instance holding the claim record when that is another;
+//   - the record holder (record.go, handover.go): opens the claim record,
+//     gates the record operations and hands the record over;
+//   - the claim flow (prepare.go, unprepare.go, cdispec.go): Prepare and
+//     Unprepare against the record, the plugins and CDI;
+//   - the publishers (publish.go, health.go, status.go): ResourceSlices,
+//     health taints and the claims' device status;
+//   - the sweeper (sweep.go) and the reconciliation at start (reconcile.go);
+//   - the driver set (drivers.go, refuse.go): the plugins and the drivers
+//     they serve.
+//
+// Lock order. A goroutine that holds more than one of the agent's locks
+// takes them in this order, and never the other way round:
+//
+//  1. a claim's lock in the record (claimcache.Cache.WithClaim), taken by
+//     the claim flow and the sweeper;
+//  2. the record gate, record.gate.mu (read by every record operation,
+//     written by the hand-over and the reclaim);
+//  3. the driver set, drivers.mu (drivers, inventories, health, taints,
+//     publishers);
+//  4. the hand-over socket's state, record.handover.mu, and the forwarding
+//     state, forward.mu: leaves, nothing is taken under them.
+//
+// The status writer's and the health feed's mutexes are leaves of their own
+// and are never held while calling into another part. DESIGN.md, "The
+// agent's parts", draws the parts and repeats this order.
 type Agent struct {
 	cfg  Config
 	opts Options
 	log  logr.Logger
 
-	cache      *claimcache.Cache
-	report     *claimcache.RestoreReport
-	specs      cdi.SpecDir
-	claims     ClaimSource
-	client     *apiClient
+	client     *apiClient // nil standalone
 	standalone bool
+	claims     ClaimSource
+	specs      cdi.SpecDir
 	plugins    *pluginmgr.Manager
-	metrics    *metrics
-	status     *statusWriter // nil standalone
-	sweeper    *sweeper      // nil when cleanup.interval is 0
 
-	mu       sync.Mutex
-	drivers  map[string]*driver // by DRA driver name
-	byPlugin map[string]*driver // by plugin name
-	pending  map[string]inventory.Inventory
-	health   map[string][]pluginmgr.DeviceHealth // by plugin name, before the driver is known
-	refused  []*PluginRefusedError
+	drivers driverSet     // drivers.go
+	record  recordHolder  // record.go
+	forward forwarder     // routing.go
+	metrics *metrics      // metrics.go
+	status  *statusWriter // nil standalone
+	sweeper *sweeper      // nil when cleanup.interval is 0
+	ops     opsServer     // ops.go
+	life    lifecycle
+}
 
-	gate     recordGate
-	handover handover
-	upgrade  *upgradeMetrics
-
+// lifecycle is the agent's own state between Start and Stop.
+type lifecycle struct {
 	stopping atomic.Bool
-	inflight sync.WaitGroup
+	inflight sync.WaitGroup  // kubelet calls being answered
 	ctx      context.Context // the agent's lifetime, for work started outside a call
 	cancel   context.CancelFunc
-	httpSrv  *http.Server
-	httpAddr string
 	started  bool
 	stopOnce sync.Once
 	stopErr  error
@@ -108,14 +131,11 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		opts.PluginLogger = pluginmgr.LogrLogger(opts.Logger.WithValues("node", cfg.NodeName))
 	}
 	return &Agent{
-		cfg:      cfg,
-		opts:     opts,
-		log:      opts.Logger.WithValues("node", cfg.NodeName),
-		specs:    cdi.SpecDir{Path: cfg.CDI.Dir, NoSync: true}, // no fsync: see prepareDriver
-		drivers:  map[string]*driver{},
-		byPlugin: map[string]*driver{},
-		pending:  map[string]inventory.Inventory{},
-		health:   map[string][]pluginmgr.DeviceHealth{},
+		cfg:     cfg,
+		opts:    opts,
+		log:     opts.Logger.WithValues("node", cfg.NodeName),
+		specs:   cdi.SpecDir{Path: cfg.CDI.Dir, NoSync: true}, // no fsync: see prepareDriver
+		drivers: newDriverSet(),
 	}, nil
 }
 
@@ -124,14 +144,14 @@ func New(cfg Config, opts Options) (*Agent, error) {
 func (a *Agent) Standalone() bool { return a.standalone }
 
 // HTTPAddr is the address the operations endpoint listens on (after Start).
-func (a *Agent) HTTPAddr() string { return a.httpAddr }
+func (a *Agent) HTTPAddr() string { return a.ops.addr }
 
 // Drivers returns the DRA driver names served (after Start), sorted.
 func (a *Agent) Drivers() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
 	var out []string
-	for n := range a.drivers {
+	for n := range a.drivers.byName {
 		out = append(out, n)
 	}
 	slices.Sort(out)
@@ -153,12 +173,12 @@ func (a *Agent) Run(ctx context.Context) error {
 // damaged record left uncertain, and serves the kubelet. On
 // failure everything started is stopped again.
 func (a *Agent) Start(ctx context.Context) (err error) {
-	if a.started {
+	if a.life.started {
 		return errors.New("agent: Start called twice")
 	}
-	a.started = true
-	ctx, a.cancel = context.WithCancel(ctx)
-	a.ctx = ctx
+	a.life.started = true
+	ctx, a.life.cancel = context.WithCancel(ctx)
+	a.life.ctx = ctx
 	defer func() {
 		if err != nil {
 			_ = a.Stop()
@@ -179,9 +199,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := a.openRecord(ctx, bootID); err != nil {
 		return fmt.Errorf("opening the claim record in stateDir: %w", err)
 	}
-	a.log.Info("Claim record restored", "claims", a.cache.Len(), "interrupted", len(a.report.Interrupted),
-		"rebootDetected", a.report.RebootDetected, "noLongerPrepared", len(a.report.NoLongerPrepared),
-		"uncertain", len(a.report.Uncertain))
+	a.log.Info("Claim record restored", "claims", a.record.cache.Len(), "interrupted", len(a.record.report.Interrupted),
+		"rebootDetected", a.record.report.RebootDetected, "noLongerPrepared", len(a.record.report.NoLongerPrepared),
+		"uncertain", len(a.record.report.Uncertain))
 	a.logDamage()
 	if err := a.connect(); err != nil {
 		return err
@@ -190,8 +210,8 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if !a.standalone {
 		a.status = newStatusWriter(a.client.resource, a.log, a.opts.Registry)
 	}
-	a.upgrade = newUpgradeMetrics(a)
-	if err := a.upgrade.register(a); err != nil {
+	a.metrics.upgrade = newUpgradeMetrics(a)
+	if err := a.metrics.add(a.opts.Registry, "hand-over", a.metrics.upgrade.collectors()); err != nil {
 		return err
 	}
 
@@ -254,7 +274,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := a.startSweeper(ctx); err != nil {
 		return err
 	}
-	a.log.Info("Agent started", "drivers", a.Drivers(), "refusedPlugins", len(a.Refused()), "standalone", a.standalone, "http", a.httpAddr)
+	a.log.Info("Agent started", "drivers", a.Drivers(), "refusedPlugins", len(a.Refused()), "standalone", a.standalone, "http", a.ops.addr)
 	return nil
 }
 
@@ -262,7 +282,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 // is registered; the error says what is missing, including every plugin
 // that was refused.
 func (a *Agent) Ready() error {
-	if a.stopping.Load() {
+	if a.life.stopping.Load() {
 		return ErrStopping
 	}
 	if a.plugins == nil {
@@ -300,8 +320,8 @@ func (a *Agent) Ready() error {
 // ResourceSlices stay published and the record stays on disk: a restarted
 // agent continues from them.
 func (a *Agent) Stop() error {
-	a.stopOnce.Do(func() { a.stopErr = a.stop() })
-	return a.stopErr
+	a.life.stopOnce.Do(func() { a.life.stopErr = a.stop() })
+	return a.life.stopErr
 }
 
 func (a *Agent) stop() error {
@@ -310,7 +330,7 @@ func (a *Agent) stop() error {
 	for _, d := range drivers {
 		d.stopRegistration()
 	}
-	if a.cfg.Kubelet.InstanceID != "" && a.started && len(drivers) > 0 {
+	if a.cfg.Kubelet.InstanceID != "" && a.life.started && len(drivers) > 0 {
 		// The kubelet keeps calling this instance until its plugin
 		// watcher notices the registration socket is gone (its
 		// reconciler runs every second); after a kubelet restart this
@@ -318,13 +338,13 @@ func (a *Agent) stop() error {
 		// fail them: another instance serves once the kubelet moved on.
 		time.Sleep(unregisterGrace)
 	}
-	a.stopping.Store(true)
+	a.life.stopping.Store(true)
 	done := make(chan struct{})
 	go func() {
 		for _, d := range drivers {
 			d.stopDRA() // GracefulStop: returns when calls in flight are done
 		}
-		a.inflight.Wait()
+		a.life.inflight.Wait()
 		close(done)
 	}()
 	select {
@@ -335,21 +355,21 @@ func (a *Agent) stop() error {
 			d.forceStop()
 		}
 	}
-	if a.httpSrv != nil {
+	if a.ops.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, a.httpSrv.Shutdown(ctx))
+		errs = append(errs, a.ops.srv.Shutdown(ctx))
 		cancel()
 	}
 	a.closeHandover()
 	a.closeForwarding()
-	a.mu.Lock()
+	a.drivers.mu.Lock()
 	var pubs []*sliceclient.Publisher
 	for _, d := range drivers {
 		if d.publisher != nil {
 			pubs = append(pubs, d.publisher)
 		}
 	}
-	a.mu.Unlock()
+	a.drivers.mu.Unlock()
 	for _, p := range pubs {
 		p.Stop()
 	}
@@ -360,15 +380,15 @@ func (a *Agent) stop() error {
 	if a.plugins != nil {
 		errs = append(errs, a.plugins.Close())
 	}
-	if a.cancel != nil {
-		a.cancel()
+	if a.life.cancel != nil {
+		a.life.cancel()
 	}
-	a.gate.mu.Lock()
-	if a.cache != nil {
-		errs = append(errs, a.cache.Close())
+	a.record.gate.mu.Lock()
+	if a.record.cache != nil {
+		errs = append(errs, a.record.cache.Close())
 	}
-	a.gate.held = false
-	a.gate.mu.Unlock()
+	a.record.gate.held = false
+	a.record.gate.mu.Unlock()
 	a.endStart()
 	if a.metrics != nil {
 		a.metrics.unregister(a.opts.Registry)

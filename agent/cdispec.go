@@ -92,7 +92,7 @@ func convertEdits(e pluginmgr.ContainerEdits) cdi.ContainerEdits {
 // not recorded (left by a crash between writing the spec and recording).
 func (a *Agent) sweepSpecs() {
 	recorded := map[string]bool{}
-	for _, e := range a.cache.List() {
+	for _, e := range a.record.cache.List() {
 		recorded[e.Claim.UID] = true
 	}
 	for _, name := range a.Drivers() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -14,6 +15,27 @@ import (
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/sliceclient"
 )
+
+// driverSet holds the drivers this agent serves and what their plugins
+// reported before their driver was known. Its mutex also guards each
+// driver's publisher and taints (lock order: after the record gate).
+type driverSet struct {
+	mu       sync.Mutex
+	byName   map[string]*driver // by DRA driver name
+	byPlugin map[string]*driver // by plugin name
+	pending  map[string]inventory.Inventory
+	health   map[string][]pluginmgr.DeviceHealth // by plugin name, before the driver is known
+	refused  []*PluginRefusedError
+}
+
+func newDriverSet() driverSet {
+	return driverSet{
+		byName:   map[string]*driver{},
+		byPlugin: map[string]*driver{},
+		pending:  map[string]inventory.Inventory{},
+		health:   map[string][]pluginmgr.DeviceHealth{},
+	}
+}
 
 // driver is one DRA driver served to the kubelet.
 type driver struct {
@@ -32,9 +54,9 @@ type driver struct {
 
 func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 	info := p.Info()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if other, dup := a.drivers[info.DriverName]; dup {
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
+	if other, dup := a.drivers.byName[info.DriverName]; dup {
 		return &ConfigError{Key: "plugins.drivers", Reason: fmt.Sprintf("plugins %q and %q both serve driver %q", other.plugin.Name(), p.Name(), info.DriverName)}
 	}
 	d := &driver{name: info.DriverName, plugin: p, healthy: newHealthFeed(), health: info.Health}
@@ -53,18 +75,18 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 			return fmt.Errorf("driver %s: starting the ResourceSlice publisher: %w", d.name, err)
 		}
 	}
-	a.drivers[d.name] = d
-	a.byPlugin[p.Name()] = d
-	if h, ok := a.health[p.Name()]; ok {
+	a.drivers.byName[d.name] = d
+	a.drivers.byPlugin[p.Name()] = d
+	if h, ok := a.drivers.health[p.Name()]; ok {
 		a.healthLocked(d, h)
 		d.healthy.set(h)
-		delete(a.health, p.Name()) // later reports go to the driver directly
+		delete(a.drivers.health, p.Name()) // later reports go to the driver directly
 	} else if d.health {
 		a.awaitFirstHealthLocked(d)
 	}
-	inv, ok := a.pending[p.Name()]
+	inv, ok := a.drivers.pending[p.Name()]
 	if ok {
-		delete(a.pending, p.Name()) // later inventories go to the driver directly
+		delete(a.drivers.pending, p.Name()) // later inventories go to the driver directly
 	} else {
 		inv, _ = p.Inventory()
 	}
@@ -75,10 +97,10 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 }
 
 func (a *Agent) sortedDrivers() []*driver {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]*driver, 0, len(a.drivers))
-	for _, d := range a.drivers {
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
+	out := make([]*driver, 0, len(a.drivers.byName))
+	for _, d := range a.drivers.byName {
 		out = append(out, d)
 	}
 	slices.SortFunc(out, func(x, y *driver) int { return strings.Compare(x.name, y.name) })
@@ -86,9 +108,9 @@ func (a *Agent) sortedDrivers() []*driver {
 }
 
 func (a *Agent) driver(name string) *driver {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.drivers[name]
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
+	return a.drivers.byName[name]
 }
 
 func (a *Agent) onStatus(s pluginmgr.Status) {

@@ -11,10 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/dranode/dranode/checkpoint"
 )
 
@@ -51,13 +47,10 @@ type handoverReply struct {
 
 // handover is the hand-over state of one instance.
 type handover struct {
-	mu       sync.Mutex
-	lis      net.Listener
-	lisInfo  os.FileInfo      // the socket file this instance created
-	start    *checkpoint.Lock // startLock while starting
-	target   string           // cached holder instance ID for forwarding
-	conns    map[string]*grpc.ClientConn
-	released time.Time // when this instance handed the record over
+	mu      sync.Mutex
+	lis     net.Listener
+	lisInfo os.FileInfo      // the socket file this instance created
+	start   *checkpoint.Lock // startLock while starting
 }
 
 func (a *Agent) handoverPath() string { return filepath.Join(a.cfg.StateDir, handoverSocket) }
@@ -97,9 +90,9 @@ func (a *Agent) serveHandover() error {
 		lis.Close()
 		return fmt.Errorf("hand-over socket: %w", err)
 	}
-	a.handover.mu.Lock()
-	a.handover.lis, a.handover.lisInfo = lis, fi
-	a.handover.mu.Unlock()
+	a.record.handover.mu.Lock()
+	a.record.handover.lis, a.record.handover.lisInfo = lis, fi
+	a.record.handover.mu.Unlock()
 	go func() {
 		for {
 			conn, err := lis.Accept()
@@ -116,10 +109,10 @@ func (a *Agent) serveHandover() error {
 // only while it is still the one this instance created: the next holder
 // has put its own in place.
 func (a *Agent) closeHandover() {
-	a.handover.mu.Lock()
-	lis, fi := a.handover.lis, a.handover.lisInfo
-	a.handover.lis, a.handover.lisInfo = nil, nil
-	a.handover.mu.Unlock()
+	a.record.handover.mu.Lock()
+	lis, fi := a.record.handover.lis, a.record.handover.lisInfo
+	a.record.handover.lis, a.record.handover.lisInfo = nil, nil
+	a.record.handover.mu.Unlock()
 	if lis == nil {
 		return
 	}
@@ -154,48 +147,4 @@ func (a *Agent) handleHandover(conn net.Conn) {
 		}
 	}
 	_ = json.NewEncoder(conn).Encode(reply)
-}
-
-// upgradeMetrics count what the hand-over does.
-type upgradeMetrics struct {
-	forwarded *prometheus.CounterVec
-	retries   *prometheus.CounterVec
-	reclaims  prometheus.Counter
-	held      prometheus.GaugeFunc
-}
-
-func newUpgradeMetrics(a *Agent) *upgradeMetrics {
-	return &upgradeMetrics{
-		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "forwarded_calls_total",
-			Help: "Kubelet calls this instance forwarded to the instance holding the claim record (rolling upgrade), by result.",
-		}, []string{"driver", "result"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "forward_retries_total",
-			Help: "Forwarding attempts that found the holder of the claim record unavailable and were retried.",
-		}, []string{"driver"}),
-		reclaims: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "record_reclaims_total",
-			Help: "Times this instance took the claim record back from an instance that was gone.",
-		}),
-		held: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: "dranode", Name: "record_held",
-			Help: "1 while this instance holds the claim record and serves the kubelet's calls itself; 0 while it forwards them.",
-		}, func() float64 {
-			if a.holdsRecord() {
-				return 1
-			}
-			return 0
-		}),
-	}
-}
-
-func (m *upgradeMetrics) register(a *Agent) error {
-	for _, c := range []prometheus.Collector{m.forwarded, m.retries, m.reclaims, m.held} {
-		if err := a.opts.Registry.Register(c); err != nil {
-			return fmt.Errorf("registering the hand-over metrics: %w", err)
-		}
-		a.metrics.collectors = append(a.metrics.collectors, c)
-	}
-	return nil
 }

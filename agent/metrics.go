@@ -1,17 +1,22 @@
 package agent
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the agent's Prometheus series (namespace "dranode").
+// metrics are the agent's Prometheus series (namespace "dranode"). Every
+// series the agent exports is declared in this file: the claim flow's, the
+// hand-over's (upgradeMetrics), the sweeper's (sweepMetrics) and the status
+// writer's (claimStatusMetrics).
 type metrics struct {
 	prepareSeconds, unprepareSeconds *prometheus.HistogramVec
 	prepareOverhead, preparePhases   *prometheus.HistogramVec
 	prepareErrors, unprepareErrors   *prometheus.CounterVec
 	dryRunWrites                     *prometheus.CounterVec
+	upgrade                          *upgradeMetrics
 	collectors                       []prometheus.Collector
 }
 
@@ -87,9 +92,9 @@ func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {
 			}
 			for _, d := range a.sortedDrivers() {
 				ch <- prometheus.MustNewConstMetric(tainted, prometheus.GaugeValue, float64(d.taints.tainted.Load()), d.name)
-				a.mu.Lock()
+				a.drivers.mu.Lock()
 				pub := d.publisher // nil while another instance holds the record
-				a.mu.Unlock()
+				a.drivers.mu.Unlock()
 				if pub == nil {
 					continue
 				}
@@ -98,12 +103,12 @@ func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {
 				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Updates), d.name, "update")
 				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Deletes), d.name, "delete")
 			}
-			a.gate.mu.RLock()
+			a.record.gate.mu.RLock()
 			n := -1
-			if a.cache != nil {
-				n = a.cache.Len()
+			if a.record.cache != nil {
+				n = a.record.cache.Len()
 			}
-			a.gate.mu.RUnlock()
+			a.record.gate.mu.RUnlock()
 			if n >= 0 {
 				ch <- prometheus.MustNewConstMetric(recorded, prometheus.GaugeValue, float64(n))
 				ch <- prometheus.MustNewConstMetric(uncertain, prometheus.GaugeValue, float64(a.uncertainClaims()))
@@ -183,3 +188,99 @@ func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
+
+// upgradeMetrics count what the hand-over does.
+type upgradeMetrics struct {
+	forwarded *prometheus.CounterVec
+	retries   *prometheus.CounterVec
+	reclaims  prometheus.Counter
+	held      prometheus.GaugeFunc
+}
+
+func newUpgradeMetrics(a *Agent) *upgradeMetrics {
+	return &upgradeMetrics{
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "dranode", Name: "forwarded_calls_total",
+			Help: "Kubelet calls this instance forwarded to the instance holding the claim record (rolling upgrade), by result.",
+		}, []string{"driver", "result"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "dranode", Name: "forward_retries_total",
+			Help: "Forwarding attempts that found the holder of the claim record unavailable and were retried.",
+		}, []string{"driver"}),
+		reclaims: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "dranode", Name: "record_reclaims_total",
+			Help: "Times this instance took the claim record back from an instance that was gone.",
+		}),
+		held: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "dranode", Name: "record_held",
+			Help: "1 while this instance holds the claim record and serves the kubelet's calls itself; 0 while it forwards them.",
+		}, func() float64 {
+			if a.holdsRecord() {
+				return 1
+			}
+			return 0
+		}),
+	}
+}
+
+func (m *upgradeMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.forwarded, m.retries, m.reclaims, m.held}
+}
+
+// add registers more of the agent's series, unregistered with the rest at
+// Stop.
+func (m *metrics) add(reg *prometheus.Registry, what string, cs []prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("registering the %s metrics: %w", what, err)
+		}
+		m.collectors = append(m.collectors, c)
+	}
+	return nil
+}
+
+// claimStatusMetrics are the status writer's series.
+func claimStatusMetrics() (writes, errors *prometheus.CounterVec) {
+	writes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "dranode", Name: "claim_status_writes_total",
+		Help: "ResourceClaim status.devices writes accepted by the API server (op apply after a Prepare, clear after an Unprepare).",
+	}, []string{"driver", "op"})
+	errors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "dranode", Name: "claim_status_write_errors_total",
+		Help: "ResourceClaim status.devices writes that failed, by the API server's reason (Forbidden: RBAC or the per-driver resourceclaims/driver permission; Invalid; NotFound; Replaced: the claim was recreated; Timeout; Unknown: not reached). They never fail a Prepare or Unprepare.",
+	}, []string{"driver", "reason"})
+	return writes, errors
+}
+
+// sweepMetrics are the sweeper's series.
+type sweepMetrics struct {
+	sweeps    *prometheus.CounterVec
+	cleaned   *prometheus.CounterVec
+	leftovers *prometheus.GaugeVec
+	errors    prometheus.Counter
+}
+
+func newSweepMetrics() *sweepMetrics {
+	return &sweepMetrics{
+		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "dranode", Name: "record_sweeps_total",
+			Help: "Sweeps for leftover claims, by result: swept, or skipped entirely because the kubelet's DRA checkpoint is missing or unreadable.",
+		}, []string{"result"}),
+		cleaned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "dranode", Name: "record_cleaned_claims_total",
+			Help: "Leftover claims (not listed by the kubelet's DRA checkpoint) unprepared and removed from the record, by reason: claim-deleted, claim-recreated, claim-unreserved.",
+		}, []string{"reason"}),
+		leftovers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "dranode", Name: "record_leftover_claims",
+			Help: "Leftover claims found by the last sweep, not cleaned yet (in their grace period, or their unprepare failed), by reason.",
+		}, []string{"reason"}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "dranode", Name: "record_sweep_errors_total",
+			Help: "Claims a sweep could not check (API lookup failed) or clean (plugin unprepare failed); each is retried at the next sweep.",
+		}),
+	}
+}
+
+func (m *sweepMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.sweeps, m.cleaned, m.leftovers, m.errors}
+}

@@ -9,6 +9,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// opsServer is the operations endpoint: metrics, health and readiness.
+type opsServer struct {
+	srv  *http.Server
+	addr string
+}
+
 // serveHTTP serves /metrics, /healthz (the process is alive and its record
 // open) and /readyz (Ready).
 func (a *Agent) serveHTTP() error {
@@ -16,7 +22,7 @@ func (a *Agent) serveHTTP() error {
 	if err != nil {
 		return &ConfigError{Key: "http.address", Reason: err.Error()}
 	}
-	a.httpAddr = lis.Addr().String()
+	a.ops.addr = lis.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(a.opts.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -30,7 +36,7 @@ func (a *Agent) serveHTTP() error {
 		fmt.Fprintln(w, "ok")
 	})
 	a.addDebugHandlers(mux)
-	a.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = a.httpSrv.Serve(lis) }()
+	a.ops.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = a.ops.srv.Serve(lis) }()
 	return nil
 }

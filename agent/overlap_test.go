@@ -53,7 +53,7 @@ func TestNewClaimRecordedWhileRead(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
-	if e, err := a.cache.Get(string(first.UID)); err != nil || e.State != claimcache.Prepared {
+	if e, err := a.record.cache.Get(string(first.UID)); err != nil || e.State != claimcache.Prepared {
 		t.Fatalf("after the prepare: %+v, %v", e, err)
 	}
 
@@ -67,14 +67,14 @@ func TestNewClaimRecordedWhileRead(t *testing.T) {
 	}()
 	<-src.reading
 	time.Sleep(50 * time.Millisecond) // what an early commit would take, many times over
-	if e, err := a.cache.Get(stale.UID); !errors.Is(err, claimcache.ErrNotFound) {
+	if e, err := a.record.cache.Get(stale.UID); !errors.Is(err, claimcache.ErrNotFound) {
 		t.Errorf("claim %s recorded during its read although its name is recorded under another UID: %+v, %v", stale.UID, e, err)
 	}
 	close(src.release)
 	if err := <-done; !errors.Is(err, ErrClaimNotUsable) {
 		t.Fatalf("prepare of a stale UID: %v, want ErrClaimNotUsable", err)
 	}
-	if e, err := a.cache.Get(string(first.UID)); err != nil || e.State != claimcache.Prepared {
+	if e, err := a.record.cache.Get(string(first.UID)); err != nil || e.State != claimcache.Prepared {
 		t.Errorf("the recorded claim after a stale UID's prepare: %+v, %v", e, err)
 	}
 }
@@ -83,7 +83,7 @@ func waitRecorded(t *testing.T, a *Agent, uid string, state claimcache.State) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		e, err := a.cache.Get(uid)
+		e, err := a.record.cache.Get(uid)
 		if err == nil && e.State == state {
 			return
 		}

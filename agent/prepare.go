@@ -39,7 +39,7 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 	timer := a.metrics.startPrepare(driverName)
 	defer timer.done()
 	var devices []claimcache.Device
-	err := a.cache.WithClaim(req.UID, func() error {
+	err := a.record.cache.WithClaim(req.UID, func() error {
 		timer.phase(phaseLockWait, timer.start)
 		var err error
 		devices, err = a.prepareLocked(ctx, driverName, req, timer)
@@ -51,7 +51,7 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 // prepareLocked is Prepare under the claim's lock.
 func (a *Agent) prepareLocked(ctx context.Context, driverName string, req ClaimRequest, timer *prepareTimer) ([]claimcache.Device, error) {
 	log := logr.FromContextOrDiscard(ctx)
-	e, err := a.cache.Get(req.UID)
+	e, err := a.record.cache.Get(req.UID)
 	if err == nil && e.PreparedInCurrentBoot() {
 		if e.Claim.Namespace != req.Namespace || e.Claim.Name != req.Name {
 			return nil, fmt.Errorf("%w: UID %s is recorded as %s/%s", ErrClaimNotUsable, req.UID, e.Claim.Namespace, e.Claim.Name)
@@ -76,7 +76,7 @@ func (a *Agent) prepareLocked(ctx context.Context, driverName string, req ClaimR
 		recordedEarly = make(chan error, 1)
 		go func() {
 			t0 := time.Now()
-			_, err := a.cache.StartPrepare(ref, "")
+			_, err := a.record.cache.StartPrepare(ref, "")
 			if err == nil {
 				timer.phase(phaseRecordStarted, t0)
 			}
@@ -117,7 +117,7 @@ func (a *Agent) prepareLocked(ctx context.Context, driverName string, req ClaimR
 		statuses[name] = st
 	}
 	t0 = time.Now()
-	e, err = a.cache.FinishPrepare(req.UID, recorded)
+	e, err = a.record.cache.FinishPrepare(req.UID, recorded)
 	if err != nil {
 		return nil, fmt.Errorf("recording claim %s as prepared: %w", ref, err)
 	}
@@ -139,9 +139,9 @@ func (a *Agent) prepareLocked(ctx context.Context, driverName string, req ClaimR
 // (it names no devices): the claim's next Prepare or an Unprepare finishes
 // it, and one left in UnprepareStarted is also finished at the next start.
 func (a *Agent) dropUnusedEntry(ctx context.Context, ref claimcache.ClaimRef) {
-	_, err := a.cache.StartUnprepare(ref.UID)
+	_, err := a.record.cache.StartUnprepare(ref.UID)
 	if err == nil {
-		err = a.cache.Remove(ref.UID)
+		err = a.record.cache.Remove(ref.UID)
 	}
 	if err != nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "Dropping the record of a claim that could not be prepared")
@@ -153,7 +153,7 @@ func (a *Agent) dropUnusedEntry(ctx context.Context, ref claimcache.ClaimRef) {
 // claim recreated), or this claim's own interrupted unprepare.
 func (a *Agent) startPrepare(ctx context.Context, ref claimcache.ClaimRef) error {
 	for attempt := 0; ; attempt++ {
-		_, err := a.cache.StartPrepare(ref, "")
+		_, err := a.record.cache.StartPrepare(ref, "")
 		if err == nil {
 			return nil
 		}

@@ -37,8 +37,8 @@ func (a *Agent) startPublisher(ctx context.Context, d *driver) error {
 	if err := pub.Start(ctx); err != nil {
 		return fmt.Errorf("driver %s: starting the ResourceSlice publisher: %w", d.name, err)
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
 	d.publisher = pub
 	if d.taints.haveOwn && !d.taints.waiting {
 		a.publishLocked(d)
@@ -47,11 +47,11 @@ func (a *Agent) startPublisher(ctx context.Context, d *driver) error {
 }
 
 func (a *Agent) onInventory(plugin string, inv inventory.Inventory) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	d, ok := a.byPlugin[plugin]
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
+	d, ok := a.drivers.byPlugin[plugin]
 	if !ok {
-		a.pending[plugin] = inv // the driver is registered after Launch returns
+		a.drivers.pending[plugin] = inv // the driver is registered after Launch returns
 		return
 	}
 	a.inventoryLocked(d, inv)
@@ -84,14 +84,14 @@ func (a *Agent) publishLocked(d *driver) {
 }
 
 func (a *Agent) onHealth(plugin string, h []pluginmgr.DeviceHealth) {
-	a.mu.Lock()
-	d, ok := a.byPlugin[plugin]
+	a.drivers.mu.Lock()
+	d, ok := a.drivers.byPlugin[plugin]
 	if ok {
 		a.healthLocked(d, h)
 	} else {
-		a.health[plugin] = h
+		a.drivers.health[plugin] = h
 	}
-	a.mu.Unlock()
+	a.drivers.mu.Unlock()
 	if ok {
 		d.healthy.set(h)
 	}

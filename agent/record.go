@@ -16,6 +16,17 @@ import (
 // the claim record (any more).
 var ErrNotHolder = errors.New("this agent instance does not hold the claim record")
 
+// recordHolder is the claim record as this instance holds it. cache and
+// report change only under gate's write lock (the hand-over and the
+// reclaim replace them); record operations read them under its read lock.
+type recordHolder struct {
+	gate     recordGate
+	cache    *claimcache.Cache
+	report   *claimcache.RestoreReport
+	handover handover  // the hand-over socket (handover.go)
+	released time.Time // when this instance handed the record over; under gate
+}
+
 // recordGate says whether this instance holds the claim record. Record
 // operations run under its read lock; handing the record over takes the
 // write lock, so it waits for those in flight and holds back new ones,
@@ -27,9 +38,9 @@ type recordGate struct {
 
 // holdsRecord reports whether this instance holds the claim record.
 func (a *Agent) holdsRecord() bool {
-	a.gate.mu.RLock()
-	defer a.gate.mu.RUnlock()
-	return a.gate.held
+	a.record.gate.mu.RLock()
+	defer a.record.gate.mu.RUnlock()
+	return a.record.gate.held
 }
 
 func (a *Agent) recordDir() string { return filepath.Join(a.cfg.StateDir, claimRecordDir) }
@@ -45,7 +56,7 @@ func (a *Agent) startLockPath() string {
 func (a *Agent) openRecord(ctx context.Context, bootID string) error {
 	open := func() error {
 		var err error
-		a.cache, a.report, err = claimcache.Open(a.recordDir(), bootID,
+		a.record.cache, a.record.report, err = claimcache.Open(a.recordDir(), bootID,
 			claimcache.WithJournalOptions(checkpoint.WithCorruptPolicy(checkpoint.MoveCorruptAside)))
 		return err
 	}
@@ -53,7 +64,7 @@ func (a *Agent) openRecord(ctx context.Context, bootID string) error {
 		if err := open(); err != nil {
 			return err
 		}
-		a.gate.held = true
+		a.record.gate.held = true
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Kubelet.HandoverTimeout)
@@ -62,21 +73,21 @@ func (a *Agent) openRecord(ctx context.Context, bootID string) error {
 	var last error
 	asked := false
 	for wait := 20 * time.Millisecond; ; wait = min(wait*2, 500*time.Millisecond) {
-		if a.handover.start == nil {
+		if a.record.handover.start == nil {
 			l, err := checkpoint.TryLock(a.startLockPath())
 			switch {
 			case err == nil:
-				a.handover.start = l
+				a.record.handover.start = l
 			case !errors.Is(err, checkpoint.ErrLocked):
 				return err
 			default:
 				last = fmt.Errorf("another instance is starting (%s is locked)", a.startLockPath())
 			}
 		}
-		if a.handover.start != nil {
+		if a.record.handover.start != nil {
 			err := open()
 			if err == nil {
-				a.gate.held = true
+				a.record.gate.held = true
 				if asked {
 					a.log.Info("Claim record handed over", "took", time.Since(begin))
 				}
@@ -107,9 +118,9 @@ func (a *Agent) openRecord(ctx context.Context, bootID string) error {
 
 // endStart releases the start lock: this instance serves now.
 func (a *Agent) endStart() {
-	if a.handover.start != nil {
-		_ = a.handover.start.Unlock()
-		a.handover.start = nil
+	if a.record.handover.start != nil {
+		_ = a.record.handover.start.Unlock()
+		a.record.handover.start = nil
 	}
 }
 
@@ -117,33 +128,31 @@ func (a *Agent) endStart() {
 // flight, holds back new ones (they forward once it is done), stops the
 // slice publishers without touching the slices, and closes the record.
 func (a *Agent) release(to string) error {
-	a.gate.mu.Lock()
-	defer a.gate.mu.Unlock()
-	if !a.gate.held {
+	a.record.gate.mu.Lock()
+	defer a.record.gate.mu.Unlock()
+	if !a.record.gate.held {
 		return ErrNotHolder
 	}
-	if a.stopping.Load() {
+	if a.life.stopping.Load() {
 		return ErrStopping
 	}
 	start := time.Now()
-	a.mu.Lock()
+	a.drivers.mu.Lock()
 	var pubs []interface{ Stop() }
-	for _, d := range a.drivers {
+	for _, d := range a.drivers.byName {
 		if d.publisher != nil {
 			pubs = append(pubs, d.publisher)
 			d.publisher = nil // inventory changes wait in d.taints for a reclaim
 		}
 	}
-	a.mu.Unlock()
+	a.drivers.mu.Unlock()
 	for _, p := range pubs {
 		p.Stop()
 	}
-	err := a.cache.Close()
-	a.gate.held = false
-	a.handover.mu.Lock()
-	a.handover.target = to
-	a.handover.released = time.Now()
-	a.handover.mu.Unlock()
+	err := a.record.cache.Close()
+	a.record.gate.held = false
+	a.record.released = time.Now()
+	a.forward.setHolder(to)
 	a.closeHandover()
 	a.log.Info("Claim record handed over; forwarding the kubelet's calls from now on", "to", to, "took", time.Since(start))
 	go a.watchHolder()
@@ -158,11 +167,11 @@ func (a *Agent) watchHolder() {
 	defer t.Stop()
 	for {
 		select {
-		case <-a.ctx.Done():
+		case <-a.life.ctx.Done():
 			return
 		case <-t.C:
 		}
-		if a.stopping.Load() || a.reclaim() {
+		if a.life.stopping.Load() || a.reclaim() {
 			return
 		}
 	}
@@ -171,12 +180,12 @@ func (a *Agent) watchHolder() {
 // reclaim takes the record back if no other instance holds it or is
 // starting; it reports whether this instance holds the record afterwards.
 func (a *Agent) reclaim() bool {
-	a.gate.mu.Lock()
-	defer a.gate.mu.Unlock()
-	if a.gate.held {
+	a.record.gate.mu.Lock()
+	defer a.record.gate.mu.Unlock()
+	if a.record.gate.held {
 		return true
 	}
-	if a.stopping.Load() {
+	if a.life.stopping.Load() {
 		return false
 	}
 	lock, err := checkpoint.TryLock(a.startLockPath())
@@ -184,7 +193,7 @@ func (a *Agent) reclaim() bool {
 		return false // another instance is starting: it will serve
 	}
 	defer lock.Unlock()
-	cache, report, err := claimcache.Open(a.recordDir(), a.cache.BootID(),
+	cache, report, err := claimcache.Open(a.recordDir(), a.record.cache.BootID(),
 		claimcache.WithJournalOptions(checkpoint.WithCorruptPolicy(checkpoint.MoveCorruptAside)))
 	if err != nil {
 		if !errors.Is(err, checkpoint.ErrLocked) {
@@ -192,20 +201,18 @@ func (a *Agent) reclaim() bool {
 		}
 		return false
 	}
-	a.cache, a.report = cache, report
-	a.gate.held = true
-	a.upgrade.reclaims.Inc()
-	a.handover.mu.Lock()
-	since := time.Since(a.handover.released)
-	a.handover.target = ""
-	a.handover.mu.Unlock()
+	a.record.cache, a.record.report = cache, report
+	a.record.gate.held = true
+	a.metrics.upgrade.reclaims.Inc()
+	since := time.Since(a.record.released)
+	a.forward.setHolder("")
 	a.log.Info("The instance holding the claim record is gone: took the record back and serve the kubelet's calls myself",
 		"claims", cache.Len(), "interrupted", len(report.Interrupted), "handedOverFor", since)
 	a.logDamage()
-	a.finishInterrupted(a.ctx)
-	a.reconcileUncertain(a.ctx)
+	a.finishInterrupted(a.life.ctx)
+	a.reconcileUncertain(a.life.ctx)
 	for _, d := range a.sortedDrivers() {
-		if err := a.startPublisher(a.ctx, d); err != nil {
+		if err := a.startPublisher(a.life.ctx, d); err != nil {
 			a.log.Error(err, "Restarting the ResourceSlice publisher", "driver", d.name)
 		}
 	}

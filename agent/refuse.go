@@ -79,9 +79,9 @@ func (a *Agent) refuse(d DriverConfig, err error) {
 		kv = append(kv, "expectedSHA256", ce.Expected, "actualSHA256", ce.Actual)
 	}
 	a.log.Error(err, "Driver plugin refused: it is not started, registered with the kubelet nor published; the other drivers are served", kv...)
-	a.mu.Lock()
-	a.refused = append(a.refused, r)
-	a.mu.Unlock()
+	a.drivers.mu.Lock()
+	a.drivers.refused = append(a.drivers.refused, r)
+	a.drivers.mu.Unlock()
 }
 
 // refuseUntrusted handles the error of pluginmgr's Start: each plugin
@@ -113,9 +113,9 @@ func (a *Agent) refuseUntrusted(startErr error) error {
 
 // Refused returns the plugins the agent refused to run, by name.
 func (a *Agent) Refused() []*PluginRefusedError {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := slices.Clone(a.refused)
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
+	out := slices.Clone(a.drivers.refused)
 	slices.SortFunc(out, func(x, y *PluginRefusedError) int { return strings.Compare(x.Plugin, y.Plugin) })
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,6 +14,28 @@ import (
 	"google.golang.org/grpc/status"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 )
+
+// forwarder is the routing state of an instance that does not hold the
+// record: which instance does, and a connection to each DRA socket it
+// forwarded to. Its mutex is the innermost lock (DESIGN.md, "Lock order").
+type forwarder struct {
+	mu     sync.Mutex
+	target string // the holder's instance ID, "" until known
+	conns  map[string]*grpc.ClientConn
+}
+
+func (f *forwarder) cachedHolder() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.target
+}
+
+// setHolder remembers the holder's instance ID ("" forgets it).
+func (f *forwarder) setHolder(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.target = id
+}
 
 // routeCall answers a kubelet call: here while this instance holds the
 // record, else by forwarding it to the holder's DRA socket. A holder that
@@ -25,12 +48,12 @@ func routeCall[R any](ctx context.Context, a *Agent, d *driver,
 	var zero R
 	var last error
 	for wait := 20 * time.Millisecond; ; wait = min(wait*2, 500*time.Millisecond) {
-		a.gate.mu.RLock()
-		if a.gate.held {
-			defer a.gate.mu.RUnlock()
+		a.record.gate.mu.RLock()
+		if a.record.gate.held {
+			defer a.record.gate.mu.RUnlock()
 			return local(ctx), nil
 		}
-		a.gate.mu.RUnlock()
+		a.record.gate.mu.RUnlock()
 		r, err := forwardCall(ctx, a, d, remote)
 		if err == nil {
 			return r, nil
@@ -39,7 +62,7 @@ func routeCall[R any](ctx context.Context, a *Agent, d *driver,
 			return zero, err
 		}
 		last = err
-		a.upgrade.retries.WithLabelValues(d.name).Inc()
+		a.metrics.upgrade.retries.WithLabelValues(d.name).Inc()
 		if a.reclaim() {
 			continue
 		}
@@ -65,13 +88,13 @@ func forwardCall[R any](ctx context.Context, a *Agent, d *driver, remote func(co
 	}
 	r, err := remote(ctx, drapbv1.NewDRAPluginClient(conn))
 	if err != nil {
-		a.upgrade.forwarded.WithLabelValues(d.name, "error").Inc()
+		a.metrics.upgrade.forwarded.WithLabelValues(d.name, "error").Inc()
 		if status.Code(err) == codes.Unavailable {
 			a.forgetHolder(target)
 		}
 		return zero, err
 	}
-	a.upgrade.forwarded.WithLabelValues(d.name, "ok").Inc()
+	a.metrics.upgrade.forwarded.WithLabelValues(d.name, "ok").Inc()
 	return r, nil
 }
 
@@ -79,10 +102,7 @@ func forwardCall[R any](ctx context.Context, a *Agent, d *driver, remote func(co
 // handed the record over to, or whoever answers the hand-over socket once
 // that one is forgotten.
 func (a *Agent) holder(ctx context.Context) (string, error) {
-	a.handover.mu.Lock()
-	target := a.handover.target
-	a.handover.mu.Unlock()
-	if target != "" {
+	if target := a.forward.cachedHolder(); target != "" {
 		return target, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -94,17 +114,15 @@ func (a *Agent) holder(ctx context.Context) (string, error) {
 	if reply.Instance == "" || reply.Instance == a.cfg.Kubelet.InstanceID {
 		return "", fmt.Errorf("finding the instance holding the claim record: %w", ErrNotHolder)
 	}
-	a.handover.mu.Lock()
-	a.handover.target = reply.Instance
-	a.handover.mu.Unlock()
+	a.forward.setHolder(reply.Instance)
 	return reply.Instance, nil
 }
 
 func (a *Agent) forgetHolder(target string) {
-	a.handover.mu.Lock()
-	defer a.handover.mu.Unlock()
-	if a.handover.target == target {
-		a.handover.target = ""
+	a.forward.mu.Lock()
+	defer a.forward.mu.Unlock()
+	if a.forward.target == target {
+		a.forward.target = ""
 	}
 }
 
@@ -112,9 +130,9 @@ func (a *Agent) forgetHolder(target string) {
 // following calls. Its reconnect backoff is short: the instance behind it
 // may be a few hundred milliseconds from serving.
 func (a *Agent) forwardConn(path string) (*grpc.ClientConn, error) {
-	a.handover.mu.Lock()
-	defer a.handover.mu.Unlock()
-	if c, ok := a.handover.conns[path]; ok {
+	a.forward.mu.Lock()
+	defer a.forward.mu.Unlock()
+	if c, ok := a.forward.conns[path]; ok {
 		return c, nil
 	}
 	c, err := grpc.NewClient("unix://"+path,
@@ -126,19 +144,19 @@ func (a *Agent) forwardConn(path string) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("forwarding to %s: %w", path, err)
 	}
-	if a.handover.conns == nil {
-		a.handover.conns = map[string]*grpc.ClientConn{}
+	if a.forward.conns == nil {
+		a.forward.conns = map[string]*grpc.ClientConn{}
 	}
-	a.handover.conns[path] = c
+	a.forward.conns[path] = c
 	return c, nil
 }
 
 // closeForwarding closes the forwarding connections (at Stop).
 func (a *Agent) closeForwarding() {
-	a.handover.mu.Lock()
-	defer a.handover.mu.Unlock()
-	for p, c := range a.handover.conns {
+	a.forward.mu.Lock()
+	defer a.forward.mu.Unlock()
+	for p, c := range a.forward.conns {
 		c.Close()
-		delete(a.handover.conns, p)
+		delete(a.forward.conns, p)
 	}
 }

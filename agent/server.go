@@ -126,12 +126,12 @@ type draService struct {
 
 // begin admits a call unless the agent is stopping.
 func (s *draService) begin() (func(), error) {
-	s.a.inflight.Add(1)
-	if s.a.stopping.Load() {
-		s.a.inflight.Done()
+	s.a.life.inflight.Add(1)
+	if s.a.life.stopping.Load() {
+		s.a.life.inflight.Done()
 		return nil, status.Error(codes.Unavailable, ErrStopping.Error())
 	}
-	return s.a.inflight.Done, nil
+	return s.a.life.inflight.Done, nil
 }
 
 func (s *draService) NodePrepareResources(ctx context.Context, req *drapbv1.NodePrepareResourcesRequest) (*drapbv1.NodePrepareResourcesResponse, error) {

@@ -80,18 +80,11 @@ func newStatusWriter(rc rest.Interface, log logr.Logger, reg *prometheus.Registr
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[statusKey](100*time.Millisecond, 5*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[statusKey]{Name: "claim-status"}),
-		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "claim_status_writes_total",
-			Help: "ResourceClaim status.devices writes accepted by the API server (op apply after a Prepare, clear after an Unprepare).",
-		}, []string{"driver", "op"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "claim_status_write_errors_total",
-			Help: "ResourceClaim status.devices writes that failed, by the API server's reason (Forbidden: RBAC or the per-driver resourceclaims/driver permission; Invalid; NotFound; Replaced: the claim was recreated; Timeout; Unknown: not reached). They never fail a Prepare or Unprepare.",
-		}, []string{"driver", "reason"}),
 		pending:  map[statusKey]*statusOp{},
 		writers:  map[string]*claimstatus.Writer{},
 		reported: map[string]bool{},
 	}
+	w.writes, w.errors = claimStatusMetrics()
 	reg.MustRegister(w.writes, w.errors)
 	for range statusWorkers {
 		w.workers.Add(1)

@@ -23,11 +23,11 @@ func (a *Agent) Unprepare(ctx context.Context, uid string) error {
 	if uid == "" {
 		return fmt.Errorf("%w: empty claim UID", ErrClaimNotUsable)
 	}
-	return a.cache.WithClaim(uid, func() error { return a.unprepareLocked(ctx, uid) })
+	return a.record.cache.WithClaim(uid, func() error { return a.unprepareLocked(ctx, uid) })
 }
 
 func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
-	e, err := a.cache.StartUnprepare(uid)
+	e, err := a.record.cache.StartUnprepare(uid)
 	if errors.Is(err, claimcache.ErrNotFound) {
 		logr.FromContextOrDiscard(ctx).V(2).Info("Claim not recorded, nothing to unprepare", "claimUID", uid)
 		return nil
@@ -39,7 +39,7 @@ func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
 	if err != nil {
 		return err
 	}
-	if err := a.cache.Remove(uid); err != nil {
+	if err := a.record.cache.Remove(uid); err != nil {
 		return fmt.Errorf("dropping claim %s from the record: %w", uid, err)
 	}
 	if a.status != nil {
@@ -98,7 +98,7 @@ func (a *Agent) unprepareDrivers(ctx context.Context, e claimcache.Entry) ([]str
 // PrepareStarted wait for the kubelet's next call (Prepare finishes them,
 // Unprepare rolls them back).
 func (a *Agent) finishInterrupted(ctx context.Context) {
-	for _, e := range a.cache.List() {
+	for _, e := range a.record.cache.List() {
 		if e.State != claimcache.UnprepareStarted {
 			continue
 		}
