@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/pluginmgr"
-	"github.com/dranode/dranode/sliceclient"
 )
 
 // ErrStopping is returned for kubelet calls that arrive after Stop began;
@@ -184,88 +182,26 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			_ = a.Stop()
 		}
 	}()
-	bootID, err := readBootID(a.cfg.BootIDFile)
-	if err != nil {
+	if err := a.startRecord(ctx); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
-		return &ConfigError{Key: "stateDir", Reason: err.Error(), Err: err}
-	}
-	// A damaged record keeps what came before the damage, and the claims
-	// whose last state it hid become uncertain entries, reconciled below,
-	// rather than being forgotten while their devices are still prepared.
-	// With an instance ID, another instance of the agent may hold the
-	// record; it hands it over (handover.go).
-	if err := a.openRecord(ctx, bootID); err != nil {
-		return fmt.Errorf("opening the claim record in stateDir: %w", err)
-	}
-	a.log.Info("Claim record restored", "claims", a.record.cache.Len(), "interrupted", len(a.record.report.Interrupted),
-		"rebootDetected", a.record.report.RebootDetected, "noLongerPrepared", len(a.record.report.NoLongerPrepared),
-		"uncertain", len(a.record.report.Uncertain))
-	a.logDamage()
 	if err := a.connect(); err != nil {
 		return err
 	}
-	a.metrics = newMetrics(a.opts.Registry, a)
-	if !a.standalone {
-		a.status = newStatusWriter(a.client.resource, a.log, a.opts.Registry)
-	}
-	a.metrics.upgrade = newUpgradeMetrics(a)
-	if err := a.metrics.add(a.opts.Registry, "hand-over", a.metrics.upgrade.collectors()); err != nil {
+	if err := a.startMetrics(); err != nil {
 		return err
 	}
-
-	a.plugins = pluginmgr.NewManager(pluginmgr.Options{
-		NodeName:    a.cfg.NodeName,
-		Logger:      a.opts.PluginLogger,
-		OnInventory: a.onInventory,
-		OnHealth:    a.onHealth,
-		OnStatus:    a.onStatus,
-	})
-	var configs []pluginmgr.PluginConfig
-	for _, d := range a.cfg.Plugins.Drivers {
-		section, err := json.Marshal(d.Config)
-		if err != nil {
-			return &ConfigError{Key: "plugins.drivers." + d.Name + ".config", Reason: err.Error()}
-		}
-		if d.Config == nil {
-			section = nil
-		}
-		configs = append(configs, pluginmgr.PluginConfig{Name: pluginName(d), Path: d.Path, SHA256: d.SHA256, Args: d.Args, Config: section})
+	if err := a.startDrivers(ctx); err != nil {
+		return err
 	}
-	// One untrustworthy binary must not take every other driver of the
-	// node down with it (a DaemonSet would crash loop): pluginmgr checks
-	// each binary right before it would run it, and such a plugin is
-	// refused alone; /readyz and a metric say so.
-	if err := a.plugins.Start(ctx, configs); err != nil {
-		if err := a.refuseUntrusted(err); err != nil {
-			return fmt.Errorf("starting driver plugins: %w", err)
-		}
-	}
-	for _, c := range configs {
-		p, ok := a.plugins.Plugin(c.Name)
-		if !ok {
-			if a.isRefused(c.Name) {
-				continue
-			}
-			return fmt.Errorf("plugin %q did not start", c.Name)
-		}
-		if err := a.addDriver(ctx, p); err != nil {
-			return err
-		}
-	}
+	// The record is settled before the kubelet is served: no kubelet call
+	// races the reconciliation.
 	a.finishInterrupted(ctx)
 	a.reconcileUncertain(ctx)
 	a.sweepSpecs()
-	for _, d := range a.sortedDrivers() {
-		if err := d.serve(a); err != nil {
-			return err
-		}
-	}
-	if err := a.serveHandover(); err != nil {
+	if err := a.serveKubelet(); err != nil {
 		return err
 	}
-	a.endStart()
 	if a.cfg.HTTP.Address != "" {
 		if err := a.serveHTTP(); err != nil {
 			return err
@@ -275,6 +211,56 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.log.Info("Agent started", "drivers", a.Drivers(), "refusedPlugins", len(a.Refused()), "standalone", a.standalone, "http", a.ops.addr)
+	return nil
+}
+
+// startRecord opens the claim record in stateDir. A damaged record keeps
+// what came before the damage, and the claims whose last state it hid
+// become uncertain entries, reconciled before the kubelet is served,
+// rather than being forgotten while their devices are still prepared.
+// With an instance ID, another instance of the agent may hold the record;
+// it hands it over (record.go).
+func (a *Agent) startRecord(ctx context.Context) error {
+	bootID, err := readBootID(a.cfg.BootIDFile)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+		return &ConfigError{Key: "stateDir", Reason: err.Error(), Err: err}
+	}
+	if err := a.openRecord(ctx, bootID); err != nil {
+		return fmt.Errorf("opening the claim record in stateDir: %w", err)
+	}
+	r := a.record.report
+	a.log.Info("Claim record restored", "claims", a.record.cache.Len(), "interrupted", len(r.Interrupted),
+		"rebootDetected", r.RebootDetected, "noLongerPrepared", len(r.NoLongerPrepared), "uncertain", len(r.Uncertain))
+	a.logDamage()
+	return nil
+}
+
+// startMetrics registers the agent's series and, with an API server, starts
+// the device status writer.
+func (a *Agent) startMetrics() error {
+	a.metrics = newMetrics(a.opts.Registry, a)
+	if !a.standalone {
+		a.status = newStatusWriter(a.client.resource, a.log, a.opts.Registry)
+	}
+	a.metrics.upgrade = newUpgradeMetrics(a)
+	return a.metrics.add(a.opts.Registry, "hand-over", a.metrics.upgrade.collectors())
+}
+
+// serveKubelet serves every driver's sockets, then the hand-over socket,
+// and ends the start (another instance may take the record from now on).
+func (a *Agent) serveKubelet() error {
+	for _, d := range a.sortedDrivers() {
+		if err := d.serve(a); err != nil {
+			return err
+		}
+	}
+	if err := a.serveHandover(); err != nil {
+		return err
+	}
+	a.endStart()
 	return nil
 }
 
@@ -325,17 +311,49 @@ func (a *Agent) Stop() error {
 }
 
 func (a *Agent) stop() error {
-	var errs []error
 	drivers := a.sortedDrivers()
+	errs := []error{a.stopServing(drivers)}
+	if a.ops.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, a.ops.srv.Shutdown(ctx))
+		cancel()
+	}
+	a.closeHandover()
+	a.closeForwarding()
+	a.stopPublishers(drivers)
+	a.sweeper.stop()
+	if a.status != nil {
+		a.status.stop(a.opts.Registry) // after the last kubelet call: no more writes come
+	}
+	if a.plugins != nil {
+		errs = append(errs, a.plugins.Close())
+	}
+	if a.life.cancel != nil {
+		a.life.cancel()
+	}
+	errs = append(errs, a.closeRecord())
+	a.endStart()
+	if a.metrics != nil {
+		a.metrics.unregister(a.opts.Registry)
+	}
+	return errors.Join(errs...)
+}
+
+// stopServing unregisters the drivers from the kubelet, then stops
+// admitting kubelet calls and waits for those in flight, at most
+// ShutdownTimeout.
+func (a *Agent) stopServing(drivers []*driver) error {
 	for _, d := range drivers {
 		d.stopRegistration()
 	}
-	if a.cfg.Kubelet.InstanceID != "" && a.life.started && len(drivers) > 0 {
+	if a.cfg.Kubelet.InstanceID != "" && a.life.started && a.otherInstanceRegistered(drivers) {
 		// The kubelet keeps calling this instance until its plugin
 		// watcher notices the registration socket is gone (its
 		// reconciler runs every second); after a kubelet restart this
 		// may be the instance it prefers. Answer those calls rather than
-		// fail them: another instance serves once the kubelet moved on.
+		// fail them: the other instance serves once the kubelet moved on.
+		// Without another instance the kubelet has nowhere to move on to:
+		// its calls fail and are retried either way, as without an ID.
 		time.Sleep(unregisterGrace)
 	}
 	a.life.stopping.Store(true)
@@ -349,49 +367,11 @@ func (a *Agent) stop() error {
 	}()
 	select {
 	case <-done:
+		return nil
 	case <-time.After(a.cfg.ShutdownTimeout):
-		errs = append(errs, fmt.Errorf("calls still in flight after %s", a.cfg.ShutdownTimeout))
 		for _, d := range drivers {
 			d.forceStop()
 		}
+		return fmt.Errorf("calls still in flight after %s", a.cfg.ShutdownTimeout)
 	}
-	if a.ops.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, a.ops.srv.Shutdown(ctx))
-		cancel()
-	}
-	a.closeHandover()
-	a.closeForwarding()
-	a.drivers.mu.Lock()
-	var pubs []*sliceclient.Publisher
-	for _, d := range drivers {
-		if d.publisher != nil {
-			pubs = append(pubs, d.publisher)
-		}
-	}
-	a.drivers.mu.Unlock()
-	for _, p := range pubs {
-		p.Stop()
-	}
-	a.sweeper.stop()
-	if a.status != nil {
-		a.status.stop(a.opts.Registry) // after the last kubelet call: no more writes come
-	}
-	if a.plugins != nil {
-		errs = append(errs, a.plugins.Close())
-	}
-	if a.life.cancel != nil {
-		a.life.cancel()
-	}
-	a.record.gate.mu.Lock()
-	if a.record.cache != nil {
-		errs = append(errs, a.record.cache.Close())
-	}
-	a.record.gate.held = false
-	a.record.gate.mu.Unlock()
-	a.endStart()
-	if a.metrics != nil {
-		a.metrics.unregister(a.opts.Registry)
-	}
-	return errors.Join(errs...)
 }

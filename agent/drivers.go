@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,6 +51,59 @@ type driver struct {
 	regSrv, draSrv   *grpc.Server
 	serving          atomic.Bool
 	registered       atomic.Bool
+}
+
+// startDrivers starts the configured plugins and adds the driver each one
+// serves. One untrustworthy binary must not take every other driver of the
+// node down with it (a DaemonSet would crash loop): pluginmgr checks each
+// binary right before it would run it, and such a plugin is refused alone;
+// /readyz and a metric say so.
+func (a *Agent) startDrivers(ctx context.Context) error {
+	a.plugins = pluginmgr.NewManager(pluginmgr.Options{
+		NodeName:    a.cfg.NodeName,
+		Logger:      a.opts.PluginLogger,
+		OnInventory: a.onInventory,
+		OnHealth:    a.onHealth,
+		OnStatus:    a.onStatus,
+	})
+	configs, err := a.pluginConfigs()
+	if err != nil {
+		return err
+	}
+	if err := a.plugins.Start(ctx, configs); err != nil {
+		if err := a.refuseUntrusted(err); err != nil {
+			return fmt.Errorf("starting driver plugins: %w", err)
+		}
+	}
+	for _, c := range configs {
+		p, ok := a.plugins.Plugin(c.Name)
+		if !ok {
+			if a.isRefused(c.Name) {
+				continue
+			}
+			return fmt.Errorf("plugin %q did not start", c.Name)
+		}
+		if err := a.addDriver(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pluginConfigs are the configured plugins as pluginmgr runs them.
+func (a *Agent) pluginConfigs() ([]pluginmgr.PluginConfig, error) {
+	var configs []pluginmgr.PluginConfig
+	for _, d := range a.cfg.Plugins.Drivers {
+		section, err := json.Marshal(d.Config)
+		if err != nil {
+			return nil, &ConfigError{Key: "plugins.drivers." + d.Name + ".config", Reason: err.Error()}
+		}
+		if d.Config == nil {
+			section = nil
+		}
+		configs = append(configs, pluginmgr.PluginConfig{Name: pluginName(d), Path: d.Path, SHA256: d.SHA256, Args: d.Args, Config: section})
+	}
+	return configs, nil
 }
 
 func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {

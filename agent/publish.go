@@ -96,3 +96,19 @@ func (a *Agent) onHealth(plugin string, h []pluginmgr.DeviceHealth) {
 		d.healthy.set(h)
 	}
 }
+
+// stopPublishers stops the drivers' slice publishers; the slices stay
+// published for the next instance to adopt.
+func (a *Agent) stopPublishers(drivers []*driver) {
+	a.drivers.mu.Lock()
+	var pubs []*sliceclient.Publisher
+	for _, d := range drivers {
+		if d.publisher != nil {
+			pubs = append(pubs, d.publisher)
+		}
+	}
+	a.drivers.mu.Unlock()
+	for _, p := range pubs {
+		p.Stop()
+	}
+}

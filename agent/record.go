@@ -221,3 +221,14 @@ func (a *Agent) reclaim() bool {
 	}
 	return true
 }
+
+// closeRecord closes the record at Stop.
+func (a *Agent) closeRecord() error {
+	a.record.gate.mu.Lock()
+	defer a.record.gate.mu.Unlock()
+	a.record.gate.held = false
+	if a.record.cache == nil {
+		return nil
+	}
+	return a.record.cache.Close()
+}

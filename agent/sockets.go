@@ -94,19 +94,7 @@ func listenUnix(path string) (net.Listener, error) {
 // clean up): the kubelet then forgets them. A socket that accepts, or that
 // cannot be probed, stays.
 func (a *Agent) removeStaleSockets(d *driver) {
-	own := map[string]bool{d.regPath: true, d.draPath: true}
-	var candidates []string
-	for _, pattern := range []string{
-		filepath.Join(a.cfg.Kubelet.RegistryDir, d.name+"-*reg.sock"),
-		filepath.Join(a.cfg.Kubelet.PluginsDir, d.name, "dra*.sock"),
-	} {
-		m, _ := filepath.Glob(pattern)
-		candidates = append(candidates, m...)
-	}
-	for _, path := range candidates {
-		if own[path] || !ownedName(filepath.Base(path), d.name) {
-			continue
-		}
+	for _, path := range a.otherInstanceSockets(d, true) {
 		conn, err := net.DialTimeout("unix", path, time.Second)
 		if err == nil {
 			conn.Close()
@@ -118,6 +106,39 @@ func (a *Agent) removeStaleSockets(d *driver) {
 			}
 		}
 	}
+}
+
+// otherInstanceSockets are the socket files of the driver's other
+// instances: registration sockets, and DRA sockets too when withDRA.
+func (a *Agent) otherInstanceSockets(d *driver, withDRA bool) []string {
+	patterns := []string{filepath.Join(a.cfg.Kubelet.RegistryDir, d.name+"-*reg.sock")}
+	if withDRA {
+		patterns = append(patterns, filepath.Join(a.cfg.Kubelet.PluginsDir, d.name, "dra*.sock"))
+	}
+	var out []string
+	for _, pattern := range patterns {
+		m, _ := filepath.Glob(pattern)
+		for _, path := range m {
+			if path != d.regPath && path != d.draPath && ownedName(filepath.Base(path), d.name) {
+				out = append(out, path)
+			}
+		}
+	}
+	return out
+}
+
+// otherInstanceRegistered reports whether another instance of one of the
+// drivers serves its registration socket: one the kubelet can move on to.
+func (a *Agent) otherInstanceRegistered(drivers []*driver) bool {
+	for _, d := range drivers {
+		for _, path := range a.otherInstanceSockets(d, false) {
+			if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+				conn.Close()
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ownedName reports whether a socket file name is one of the names this
