@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 
@@ -104,4 +106,11 @@ func (a *Agent) sweepSpecs() {
 			a.log.Info("Removed CDI specs of unrecorded claims", "driver", name, "files", removed)
 		}
 	}
+}
+
+// writeSpec writes a claim's CDI spec for one driver.
+func (a *Agent) writeSpec(ctx context.Context, spec *cdi.Spec, claimUID string) (err error) {
+	defer observePhase(ctx, phaseCDIWrite, time.Now(), &err)
+	_, err = a.specs.Write(spec, claimUID)
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	resourceapi "k8s.io/api/resource/v1"
@@ -174,4 +175,10 @@ func (a *Agent) onStatus(s pluginmgr.Status) {
 	} else {
 		log.Info("Driver plugin status")
 	}
+}
+
+// prepare has the driver's plugin prepare one claim.
+func (d *driver) prepare(ctx context.Context, c pluginmgr.Claim) ([]pluginmgr.PrepareResult, error) {
+	defer observePhase(ctx, phasePlugin, time.Now(), nil)
+	return d.plugin.Prepare(ctx, []pluginmgr.Claim{c})
 }

@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +79,19 @@ func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {
 			Namespace: "dranode", Name: "dry_run_slice_files_written_total", Help: "ResourceSlice files written in standalone mode.",
 		}, []string{"driver"}),
 	}
+	m.collectors = []prometheus.Collector{m.prepareSeconds, m.prepareOverhead, m.preparePhases, m.unprepareSeconds, m.prepareErrors, m.unprepareErrors, m.dryRunWrites,
+		stateCollector(a),
+		refusedCollector(a),
+	}
+	for _, c := range m.collectors {
+		reg.MustRegister(c)
+	}
+	return m
+}
+
+// stateCollector reads the agent's state at each scrape: plugin restarts,
+// slice writes, tainted devices and the record's claims.
+func stateCollector(a *Agent) prometheus.Collector {
 	restarts := prometheus.NewDesc("dranode_plugin_restarts_total", "Restarts of a driver plugin process.", []string{"plugin"}, nil)
 	writes := prometheus.NewDesc("dranode_slice_writes_total", "ResourceSlice writes to the API server.", []string{"driver", "verb"}, nil)
 	tainted := prometheus.NewDesc("dranode_devices_tainted",
@@ -83,43 +99,36 @@ func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {
 	recorded := prometheus.NewDesc("dranode_claims_recorded", "Claims in the durable record.", nil, nil)
 	uncertain := prometheus.NewDesc("dranode_record_uncertain_claims",
 		"Claims in the durable record whose last state damage to the record hid (uncertain entries), until the kubelet's next call or reconciliation at start settles them.", nil, nil)
-	m.collectors = []prometheus.Collector{m.prepareSeconds, m.prepareOverhead, m.preparePhases, m.unprepareSeconds, m.prepareErrors, m.unprepareErrors, m.dryRunWrites,
-		collectorFunc{descs: []*prometheus.Desc{restarts, writes, tainted, recorded, uncertain}, collect: func(ch chan<- prometheus.Metric) {
-			if a.plugins != nil {
-				for _, s := range a.plugins.Statuses() {
-					ch <- prometheus.MustNewConstMetric(restarts, prometheus.CounterValue, float64(s.Restarts), s.Plugin)
-				}
+	return collectorFunc{descs: []*prometheus.Desc{restarts, writes, tainted, recorded, uncertain}, collect: func(ch chan<- prometheus.Metric) {
+		if a.plugins != nil {
+			for _, s := range a.plugins.Statuses() {
+				ch <- prometheus.MustNewConstMetric(restarts, prometheus.CounterValue, float64(s.Restarts), s.Plugin)
 			}
-			for _, d := range a.sortedDrivers() {
-				ch <- prometheus.MustNewConstMetric(tainted, prometheus.GaugeValue, float64(d.taints.tainted.Load()), d.name)
-				a.drivers.mu.Lock()
-				pub := d.publisher // nil while another instance holds the record
-				a.drivers.mu.Unlock()
-				if pub == nil {
-					continue
-				}
-				st := pub.Stats()
-				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Creates), d.name, "create")
-				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Updates), d.name, "update")
-				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Deletes), d.name, "delete")
+		}
+		for _, d := range a.sortedDrivers() {
+			ch <- prometheus.MustNewConstMetric(tainted, prometheus.GaugeValue, float64(d.taints.tainted.Load()), d.name)
+			a.drivers.mu.Lock()
+			pub := d.publisher // nil while another instance holds the record
+			a.drivers.mu.Unlock()
+			if pub == nil {
+				continue
 			}
-			a.record.gate.mu.RLock()
-			n := -1
-			if a.record.cache != nil {
-				n = a.record.cache.Len()
-			}
-			a.record.gate.mu.RUnlock()
-			if n >= 0 {
-				ch <- prometheus.MustNewConstMetric(recorded, prometheus.GaugeValue, float64(n))
-				ch <- prometheus.MustNewConstMetric(uncertain, prometheus.GaugeValue, float64(a.uncertainClaims()))
-			}
-		}},
-		refusedCollector(a),
-	}
-	for _, c := range m.collectors {
-		reg.MustRegister(c)
-	}
-	return m
+			st := pub.Stats()
+			ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Creates), d.name, "create")
+			ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Updates), d.name, "update")
+			ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Deletes), d.name, "delete")
+		}
+		a.record.gate.mu.RLock()
+		n := -1
+		if a.record.cache != nil {
+			n = a.record.cache.Len()
+		}
+		a.record.gate.mu.RUnlock()
+		if n >= 0 {
+			ch <- prometheus.MustNewConstMetric(recorded, prometheus.GaugeValue, float64(n))
+			ch <- prometheus.MustNewConstMetric(uncertain, prometheus.GaugeValue, float64(a.uncertainClaims()))
+		}
+	}}
 }
 
 func (m *metrics) unregister(reg *prometheus.Registry) {
@@ -135,38 +144,63 @@ func (m *metrics) observePrepare(driver string, d time.Duration, err error) {
 	}
 }
 
-// prepareTimer times the phases of one Prepare call for the driver the
-// kubelet called; with a nil *metrics (an agent not started) it times
-// nothing. phase may be called concurrently for any phase but plugin
-// (record-started can run alongside claim-fetch); plugin phases, which it
-// sums, run one after the other in the Prepare's own goroutine.
-type prepareTimer struct {
-	m      *metrics
+// prepareObserver times the phases of one Prepare call for the driver the
+// kubelet called. Prepare creates it and records it when done; the calls
+// out of the claim flow (claim source, record, plugin, CDI) report their
+// phase to it through the context (observePhase), so that the flow itself
+// carries no timer. Phases may be reported concurrently.
+type prepareObserver struct {
+	m      *metrics // nil: an agent not started observes nothing
 	driver string
 	start  time.Time
+
+	mu     sync.Mutex
 	plugin time.Duration // inside plugin calls: the plugin's share, not the agent's
 }
 
-func (m *metrics) startPrepare(driver string) *prepareTimer {
-	return &prepareTimer{m: m, driver: driver, start: time.Now()}
+type prepareObserverKey struct{}
+
+// observePrepare starts observing one Prepare call; its done records the
+// agent's overhead.
+func (m *metrics) startPrepareObserver(ctx context.Context, driver string) (context.Context, *prepareObserver) {
+	o := &prepareObserver{m: m, driver: driver, start: time.Now()}
+	return context.WithValue(ctx, prepareObserverKey{}, o), o
 }
 
-// phase records that phase ran from since until now.
-func (t *prepareTimer) phase(phase string, since time.Time) {
+// observePhase records, for the Prepare call observed in ctx if any, that
+// phase ran from since until now, unless it failed (*failed != nil; a nil
+// failed records it either way). Use it deferred, with the caller's named
+// error result: defer observePhase(ctx, p, time.Now(), &err).
+func observePhase(ctx context.Context, phase string, since time.Time, failed *error) {
+	if failed != nil && *failed != nil {
+		return
+	}
+	if o, ok := ctx.Value(prepareObserverKey{}).(*prepareObserver); ok {
+		o.phase(phase, since)
+	}
+}
+
+func (o *prepareObserver) phase(phase string, since time.Time) {
 	d := time.Since(since)
 	if phase == phasePlugin {
-		t.plugin += d
+		o.mu.Lock()
+		o.plugin += d
+		o.mu.Unlock()
 	}
-	if t.m != nil {
-		t.m.preparePhases.WithLabelValues(t.driver, phase).Observe(d.Seconds())
+	if o.m != nil {
+		o.m.preparePhases.WithLabelValues(o.driver, phase).Observe(d.Seconds())
 	}
 }
 
 // done records the agent's overhead: the whole call minus plugin time.
-func (t *prepareTimer) done() {
-	if t.m != nil {
-		t.m.prepareOverhead.WithLabelValues(t.driver).Observe((time.Since(t.start) - t.plugin).Seconds())
+func (o *prepareObserver) done() {
+	if o.m == nil {
+		return
 	}
+	o.mu.Lock()
+	plugin := o.plugin
+	o.mu.Unlock()
+	o.m.prepareOverhead.WithLabelValues(o.driver).Observe((time.Since(o.start) - plugin).Seconds())
 }
 
 func (m *metrics) observeUnprepare(driver string, d time.Duration, err error) {
@@ -283,4 +317,24 @@ func newSweepMetrics() *sweepMetrics {
 
 func (m *sweepMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.sweeps, m.cleaned, m.leftovers, m.errors}
+}
+
+// refusedCollector is dranode_plugin_refused{plugin}: 1 for a configured
+// plugin the agent refused to run, 0 for the others, so an alert can fire
+// on the series without knowing the plugins.
+func refusedCollector(a *Agent) prometheus.Collector {
+	desc := prometheus.NewDesc("dranode_plugin_refused",
+		"1 when the agent refused to run a configured driver plugin (wrong sha256, not executable); see /readyz and the log for why.",
+		[]string{"plugin"}, nil)
+	return collectorFunc{descs: []*prometheus.Desc{desc}, collect: func(ch chan<- prometheus.Metric) {
+		refused := a.Refused()
+		for _, d := range a.cfg.Plugins.Drivers {
+			name := pluginName(d)
+			v := 0.0
+			if slices.ContainsFunc(refused, func(r *PluginRefusedError) bool { return r.Plugin == name }) {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, name)
+		}
+	}}
 }

@@ -36,122 +36,104 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 	if req.UID == "" || req.Namespace == "" || req.Name == "" {
 		return nil, fmt.Errorf("%w: claim %s/%s with UID %q: namespace, name and UID are required", ErrClaimNotUsable, req.Namespace, req.Name, req.UID)
 	}
-	timer := a.metrics.startPrepare(driverName)
-	defer timer.done()
+	ctx, obs := a.metrics.startPrepareObserver(ctx, driverName)
+	defer obs.done()
 	var devices []claimcache.Device
 	err := a.record.cache.WithClaim(req.UID, func() error {
-		timer.phase(phaseLockWait, timer.start)
+		obs.phase(phaseLockWait, obs.start)
 		var err error
-		devices, err = a.prepareLocked(ctx, driverName, req, timer)
+		devices, err = a.prepareLocked(ctx, driverName, req)
 		return err
 	})
 	return devices, err
 }
 
-// prepareLocked is Prepare under the claim's lock.
-func (a *Agent) prepareLocked(ctx context.Context, driverName string, req ClaimRequest, timer *prepareTimer) ([]claimcache.Device, error) {
-	log := logr.FromContextOrDiscard(ctx)
-	e, err := a.record.cache.Get(req.UID)
-	if err == nil && e.PreparedInCurrentBoot() {
-		if e.Claim.Namespace != req.Namespace || e.Claim.Name != req.Name {
-			return nil, fmt.Errorf("%w: UID %s is recorded as %s/%s", ErrClaimNotUsable, req.UID, e.Claim.Namespace, e.Claim.Name)
-		}
-		if err := a.ensureSpecs(ctx, e, timer); err != nil {
-			return nil, err
-		}
-		log.V(2).Info("Claim already prepared in this boot, answered from the record")
-		return e.Drivers[driverName], nil
+// prepareLocked is Prepare under the claim's lock: the record, the claim,
+// PrepareStarted, the plugins and their CDI specs, Prepared.
+func (a *Agent) prepareLocked(ctx context.Context, driverName string, req ClaimRequest) ([]claimcache.Device, error) {
+	if e, err := a.record.cache.Get(req.UID); err == nil && e.PreparedInCurrentBoot() {
+		return a.preparedBefore(ctx, driverName, req, e)
 	}
-	ref := claimcache.ClaimRef{Namespace: req.Namespace, Name: req.Name, UID: req.UID}
-	// A claim the record knows nothing about (the usual case) is recorded
-	// as PrepareStarted while it is read: the record needs only what the
-	// kubelet sent, and the commit's fsync and the GET overlap. If the
-	// claim then turns out unusable, the entry, which no plugin has seen,
-	// is dropped again. Every other case (a retry, a reboot, and the same
-	// name recorded under another UID, which StartPrepare refuses without
-	// writing) is decided after the read, as it may mean unpreparing
-	// something.
-	var recordedEarly chan error
-	if errors.Is(err, claimcache.ErrNotFound) {
-		recordedEarly = make(chan error, 1)
-		go func() {
-			t0 := time.Now()
-			_, err := a.record.cache.StartPrepare(ref, "")
-			if err == nil {
-				timer.phase(phaseRecordStarted, t0)
-			}
-			recordedEarly <- err
-		}()
-	}
-	t0 := time.Now()
-	claim, err := a.claims.GetClaim(ctx, req.Namespace, req.Name)
-	var hosted []string
-	if err == nil {
-		timer.phase(phaseClaimFetch, t0)
-		hosted, err = a.check(claim, req, driverName)
-	}
-	started := recordedEarly != nil && <-recordedEarly == nil
+	claim, err := a.getClaim(ctx, req.Namespace, req.Name)
 	if err != nil {
-		if started {
-			a.dropUnusedEntry(ctx, ref)
-		}
 		return nil, err
 	}
-	if !started {
-		t0 = time.Now()
-		if err := a.startPrepare(ctx, ref); err != nil {
-			return nil, err
-		}
-		timer.phase(phaseRecordStarted, t0)
+	hosted, err := a.check(claim, req, driverName)
+	if err != nil {
+		return nil, err
+	}
+	ref := claimcache.ClaimRef{Namespace: req.Namespace, Name: req.Name, UID: req.UID}
+	if err := a.startPrepare(ctx, ref); err != nil {
+		return nil, err
 	}
 	recorded := map[string][]claimcache.Device{}
 	statuses := map[string][]resourcev1.AllocatedDeviceStatus{}
 	for _, name := range hosted {
-		devs, st, err := a.prepareDriver(ctx, claim, name, timer)
+		devs, st, err := a.prepareDriver(ctx, claim, name)
 		if err != nil {
 			// The claim stays PrepareStarted: the next Prepare finishes it,
 			// an Unprepare rolls it back.
 			return nil, err
 		}
-		recorded[name] = devs
-		statuses[name] = st
+		recorded[name], statuses[name] = devs, st
 	}
-	t0 = time.Now()
-	e, err = a.record.cache.FinishPrepare(req.UID, recorded)
+	e, err := a.finishPrepare(ctx, ref, recorded)
 	if err != nil {
-		return nil, fmt.Errorf("recording claim %s as prepared: %w", ref, err)
+		return nil, err
 	}
-	timer.phase(phaseRecordPrepared, t0)
-	if a.status != nil {
-		for name, st := range statuses {
-			if len(st) > 0 {
-				a.status.apply(name, claimstatus.Claim{Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}, st)
-			}
-		}
-	}
-	log.Info("Claim prepared", "drivers", hosted)
+	a.applyStatuses(claim, statuses)
+	logr.FromContextOrDiscard(ctx).Info("Claim prepared", "drivers", hosted)
 	return e.Drivers[driverName], nil
 }
 
-// dropUnusedEntry removes the PrepareStarted entry Prepare recorded for a
-// claim that it then found unusable: no plugin was called for it, so
-// nothing needs unpreparing. Should the removal fail, the entry is harmless
-// (it names no devices): the claim's next Prepare or an Unprepare finishes
-// it, and one left in UnprepareStarted is also finished at the next start.
-func (a *Agent) dropUnusedEntry(ctx context.Context, ref claimcache.ClaimRef) {
-	_, err := a.record.cache.StartUnprepare(ref.UID)
-	if err == nil {
-		err = a.record.cache.Remove(ref.UID)
+// preparedBefore answers for a claim prepared in this boot from the record,
+// after recreating its CDI specs if they went missing.
+func (a *Agent) preparedBefore(ctx context.Context, driverName string, req ClaimRequest, e claimcache.Entry) ([]claimcache.Device, error) {
+	if e.Claim.Namespace != req.Namespace || e.Claim.Name != req.Name {
+		return nil, fmt.Errorf("%w: UID %s is recorded as %s/%s", ErrClaimNotUsable, req.UID, e.Claim.Namespace, e.Claim.Name)
 	}
+	if err := a.ensureSpecs(ctx, e); err != nil {
+		return nil, err
+	}
+	logr.FromContextOrDiscard(ctx).V(2).Info("Claim already prepared in this boot, answered from the record")
+	return e.Drivers[driverName], nil
+}
+
+// getClaim reads a claim from the claim source.
+func (a *Agent) getClaim(ctx context.Context, namespace, name string) (_ *resourcev1.ResourceClaim, err error) {
+	defer observePhase(ctx, phaseClaimFetch, time.Now(), &err)
+	return a.claims.GetClaim(ctx, namespace, name)
+}
+
+// finishPrepare records the claim as prepared with the devices of each
+// driver.
+func (a *Agent) finishPrepare(ctx context.Context, ref claimcache.ClaimRef, recorded map[string][]claimcache.Device) (_ claimcache.Entry, err error) {
+	defer observePhase(ctx, phaseRecordPrepared, time.Now(), &err)
+	e, err := a.record.cache.FinishPrepare(ref.UID, recorded)
 	if err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "Dropping the record of a claim that could not be prepared")
+		return e, fmt.Errorf("recording claim %s as prepared: %w", ref, err)
+	}
+	return e, nil
+}
+
+// applyStatuses queues the device status the plugins returned for the
+// claim (status.go).
+func (a *Agent) applyStatuses(claim *resourcev1.ResourceClaim, statuses map[string][]resourcev1.AllocatedDeviceStatus) {
+	if a.status == nil {
+		return
+	}
+	for name, st := range statuses {
+		if len(st) > 0 {
+			a.status.apply(name, claimstatus.Claim{Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}, st)
+		}
 	}
 }
 
 // startPrepare records PrepareStarted, first unpreparing what stands in the
 // way: the old claim of the same name (its pod was force deleted and the
 // claim recreated), or this claim's own interrupted unprepare.
-func (a *Agent) startPrepare(ctx context.Context, ref claimcache.ClaimRef) error {
+func (a *Agent) startPrepare(ctx context.Context, ref claimcache.ClaimRef) (err error) {
+	defer observePhase(ctx, phaseRecordStarted, time.Now(), &err)
 	for attempt := 0; ; attempt++ {
 		_, err := a.record.cache.StartPrepare(ref, "")
 		if err == nil {
@@ -243,7 +225,7 @@ func selectsNode(alloc *resourcev1.AllocationResult, node string) bool {
 // fsyncs per claim (file and directory) bought nothing but latency, and
 // they contend with the record's and the kubelet's own checkpoint fsyncs
 // on the same disk.
-func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceClaim, driverName string, timer *prepareTimer) ([]claimcache.Device, []resourcev1.AllocatedDeviceStatus, error) {
+func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceClaim, driverName string) ([]claimcache.Device, []resourcev1.AllocatedDeviceStatus, error) {
 	d := a.driver(driverName)
 	pc := pluginmgr.Claim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
 	alloc := claim.Status.Allocation
@@ -260,9 +242,7 @@ func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceCla
 			}
 		}
 	}
-	t0 := time.Now()
-	results, err := d.plugin.Prepare(ctx, []pluginmgr.Claim{pc})
-	timer.phase(phasePlugin, t0)
+	results, err := d.prepare(ctx, pc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("driver %s: prepare: %w", driverName, err)
 	}
@@ -276,11 +256,9 @@ func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceCla
 	if err != nil {
 		return nil, nil, err
 	}
-	t0 = time.Now()
-	if _, err := a.specs.Write(spec, string(claim.UID)); err != nil {
+	if err := a.writeSpec(ctx, spec, string(claim.UID)); err != nil {
 		return nil, nil, fmt.Errorf("driver %s: %w", driverName, err)
 	}
-	timer.phase(phaseCDIWrite, t0)
 	return devices, deviceStatuses(driverName, results[0].Devices, devices), nil
 }
 
@@ -288,7 +266,7 @@ func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceCla
 // (someone cleaned /var/run/cdi): the plugins' Prepare is idempotent, so
 // asking again gives the same edits, and the device names are derived from
 // the claim, so the recorded CDI IDs stay right.
-func (a *Agent) ensureSpecs(ctx context.Context, e claimcache.Entry, timer *prepareTimer) error {
+func (a *Agent) ensureSpecs(ctx context.Context, e claimcache.Entry) error {
 	var claim *resourcev1.ResourceClaim
 	for driverName := range e.Drivers {
 		path, exists, err := a.specs.Lookup(driverName, cdi.ClaimClass, e.Claim.UID)
@@ -302,19 +280,17 @@ func (a *Agent) ensureSpecs(ctx context.Context, e claimcache.Entry, timer *prep
 			return fmt.Errorf("claim %s: driver %s is recorded but not configured", e.Claim, driverName)
 		}
 		if claim == nil {
-			t0 := time.Now()
-			c, err := a.claims.GetClaim(ctx, e.Claim.Namespace, e.Claim.Name)
+			c, err := a.getClaim(ctx, e.Claim.Namespace, e.Claim.Name)
 			if err != nil {
 				return fmt.Errorf("claim %s: recreating its missing CDI spec: %w", e.Claim, err)
 			}
-			timer.phase(phaseClaimFetch, t0)
 			if string(c.UID) != e.Claim.UID || c.Status.Allocation == nil {
 				return fmt.Errorf("%w: claim %s: recreating its missing CDI spec: the API has UID %s, allocated %v", ErrClaimNotUsable, e.Claim, c.UID, c.Status.Allocation != nil)
 			}
 			claim = c
 		}
 		logr.FromContextOrDiscard(ctx).Info("Recreating missing CDI spec", "path", path)
-		if _, _, err := a.prepareDriver(ctx, claim, driverName, timer); err != nil {
+		if _, _, err := a.prepareDriver(ctx, claim, driverName); err != nil {
 			return err
 		}
 	}

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/dranode/dranode/pluginmgr"
 )
 
@@ -122,26 +120,6 @@ func (a *Agent) Refused() []*PluginRefusedError {
 
 func (a *Agent) isRefused(plugin string) bool {
 	return slices.ContainsFunc(a.Refused(), func(r *PluginRefusedError) bool { return r.Plugin == plugin })
-}
-
-// refusedCollector is dranode_plugin_refused{plugin}: 1 for a configured
-// plugin the agent refused to run, 0 for the others, so an alert can fire
-// on the series without knowing the plugins.
-func refusedCollector(a *Agent) prometheus.Collector {
-	desc := prometheus.NewDesc("dranode_plugin_refused",
-		"1 when the agent refused to run a configured driver plugin (wrong sha256, not executable); see /readyz and the log for why.",
-		[]string{"plugin"}, nil)
-	return collectorFunc{descs: []*prometheus.Desc{desc}, collect: func(ch chan<- prometheus.Metric) {
-		refused := a.Refused()
-		for _, d := range a.cfg.Plugins.Drivers {
-			name := pluginName(d)
-			v := 0.0
-			if slices.ContainsFunc(refused, func(r *PluginRefusedError) bool { return r.Plugin == name }) {
-				v = 1
-			}
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, name)
-		}
-	}}
 }
 
 // pluginName is the plugin's name as pluginmgr uses it: the configured name,

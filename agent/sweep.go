@@ -135,38 +135,8 @@ func (s *sweeper) sweep(ctx context.Context, now time.Time) {
 	}
 	waiting := map[claimcache.LeftoverReason]int{}
 	for _, l := range rep.Leftovers {
-		log := a.log.WithValues("claimUID", l.Entry.Claim.UID, "claim", l.Entry.Claim.Namespace+"/"+l.Entry.Claim.Name,
-			"reason", string(l.Reason), "state", string(l.Entry.State), "leftoverSince", l.Since)
-		if !l.Due {
+		if !s.clean(ctx, l, now) {
 			waiting[l.Reason]++
-			log.V(2).Info("Leftover claim in its grace period", "gracePeriod", a.cfg.Cleanup.GracePeriod)
-			continue
-		}
-		e, err := a.record.cache.CleanLeftover(l,
-			func(claimcache.Entry) (bool, error) {
-				// Again, under the claim's lock: the kubelet writes its
-				// checkpoint before it calls Prepare, so a claim it
-				// started to prepare since Find is listed now.
-				listed, err := a.kubeletUIDs()
-				return err == nil && !listed[l.Entry.Claim.UID], err
-			},
-			func(e claimcache.Entry) error {
-				_, err := a.unprepareDrivers(logr.NewContext(ctx, log), e)
-				return err
-			})
-		switch {
-		case err == nil:
-			s.tracker.Forget(l.Entry.Claim.UID)
-			s.m.cleaned.WithLabelValues(string(l.Reason)).Inc()
-			log.Info("Leftover claim cleaned: no kubelet will unprepare it; unprepared through its plugins, CDI specs and record entry removed",
-				"drivers", driverNames(e), "after", now.Sub(l.Since).Round(time.Millisecond))
-		case errors.Is(err, claimcache.ErrNotFound), errors.Is(err, claimcache.ErrNotLeftover):
-			s.tracker.Forget(l.Entry.Claim.UID)
-			log.Info("Leftover claim not cleaned: it was unprepared or taken up by the kubelet meanwhile", "why", err.Error())
-		default:
-			waiting[l.Reason]++
-			s.m.errors.Inc()
-			log.Error(err, "Cleaning a leftover claim; retried at the next sweep")
 		}
 	}
 	s.m.leftovers.Reset()
@@ -174,6 +144,45 @@ func (s *sweeper) sweep(ctx context.Context, now time.Time) {
 		s.m.leftovers.WithLabelValues(string(reason)).Set(float64(n))
 	}
 	s.sweepCDIDebris(now)
+}
+
+// clean unprepares and removes one leftover claim once its grace period is
+// over; it reports false for one that stays (waiting or failed).
+func (s *sweeper) clean(ctx context.Context, l claimcache.Leftover, now time.Time) bool {
+	a := s.a
+	log := a.log.WithValues("claimUID", l.Entry.Claim.UID, "claim", l.Entry.Claim.Namespace+"/"+l.Entry.Claim.Name,
+		"reason", string(l.Reason), "state", string(l.Entry.State), "leftoverSince", l.Since)
+	if !l.Due {
+		log.V(2).Info("Leftover claim in its grace period", "gracePeriod", a.cfg.Cleanup.GracePeriod)
+		return false
+	}
+	e, err := a.record.cache.CleanLeftover(l,
+		func(claimcache.Entry) (bool, error) {
+			// Again, under the claim's lock: the kubelet writes its
+			// checkpoint before it calls Prepare, so a claim it
+			// started to prepare since Find is listed now.
+			listed, err := a.kubeletUIDs()
+			return err == nil && !listed[l.Entry.Claim.UID], err
+		},
+		func(e claimcache.Entry) error {
+			_, err := a.unprepareDrivers(logr.NewContext(ctx, log), e)
+			return err
+		})
+	switch {
+	case err == nil:
+		s.tracker.Forget(l.Entry.Claim.UID)
+		s.m.cleaned.WithLabelValues(string(l.Reason)).Inc()
+		log.Info("Leftover claim cleaned: no kubelet will unprepare it; unprepared through its plugins, CDI specs and record entry removed",
+			"drivers", driverNames(e), "after", now.Sub(l.Since).Round(time.Millisecond))
+	case errors.Is(err, claimcache.ErrNotFound), errors.Is(err, claimcache.ErrNotLeftover):
+		s.tracker.Forget(l.Entry.Claim.UID)
+		log.Info("Leftover claim not cleaned: it was unprepared or taken up by the kubelet meanwhile", "why", err.Error())
+	default:
+		s.m.errors.Inc()
+		log.Error(err, "Cleaning a leftover claim; retried at the next sweep")
+		return false
+	}
+	return true
 }
 
 // sweepCDIDebris removes, for this agent's drivers, CDI specs of claims
