@@ -37,12 +37,42 @@ func (f *forwarder) setHolder(id string) {
 	f.target = id
 }
 
+// routedService is the DRA service the kubelet talks to: the local service
+// while this instance holds the claim record, else a forward to the
+// instance that does (during a rolling upgrade).
+type routedService struct {
+	drapbv1.UnimplementedDRAPluginServer
+	a     *Agent
+	d     *driver
+	local drapbv1.DRAPluginServer
+}
+
+func (r *routedService) NodePrepareResources(ctx context.Context, req *drapbv1.NodePrepareResourcesRequest) (*drapbv1.NodePrepareResourcesResponse, error) {
+	return routeCall(ctx, r.a, r.d,
+		func(ctx context.Context) (*drapbv1.NodePrepareResourcesResponse, error) {
+			return r.local.NodePrepareResources(ctx, req)
+		},
+		func(ctx context.Context, c drapbv1.DRAPluginClient) (*drapbv1.NodePrepareResourcesResponse, error) {
+			return c.NodePrepareResources(ctx, req)
+		})
+}
+
+func (r *routedService) NodeUnprepareResources(ctx context.Context, req *drapbv1.NodeUnprepareResourcesRequest) (*drapbv1.NodeUnprepareResourcesResponse, error) {
+	return routeCall(ctx, r.a, r.d,
+		func(ctx context.Context) (*drapbv1.NodeUnprepareResourcesResponse, error) {
+			return r.local.NodeUnprepareResources(ctx, req)
+		},
+		func(ctx context.Context, c drapbv1.DRAPluginClient) (*drapbv1.NodeUnprepareResourcesResponse, error) {
+			return c.NodeUnprepareResources(ctx, req)
+		})
+}
+
 // routeCall answers a kubelet call: here while this instance holds the
 // record, else by forwarding it to the holder's DRA socket. A holder that
 // is gone makes this instance take the record back and answer itself; a
 // holder that is starting is retried until the call's deadline.
 func routeCall[R any](ctx context.Context, a *Agent, d *driver,
-	local func(context.Context) R,
+	local func(context.Context) (R, error),
 	remote func(context.Context, drapbv1.DRAPluginClient) (R, error),
 ) (R, error) {
 	var zero R
@@ -51,7 +81,7 @@ func routeCall[R any](ctx context.Context, a *Agent, d *driver,
 		a.record.gate.mu.RLock()
 		if a.record.gate.held {
 			defer a.record.gate.mu.RUnlock()
-			return local(ctx), nil
+			return local(ctx)
 		}
 		a.record.gate.mu.RUnlock()
 		r, err := forwardCall(ctx, a, d, remote)

@@ -39,8 +39,8 @@ func (d *driver) serve(a *Agent) error {
 	if err != nil {
 		return fmt.Errorf("driver %s: DRA socket: %w", d.name, err)
 	}
-	d.draSrv = grpc.NewServer()
-	svc := &draService{a: a, d: d}
+	d.draSrv = grpc.NewServer(grpc.UnaryInterceptor(a.admit))
+	svc := &routedService{a: a, d: d, local: &draService{a: a, d: d}}
 	drapbv1.RegisterDRAPluginServer(d.draSrv, svc)
 	drapbv1beta1.RegisterDRAPluginServer(d.draSrv, drapbv1beta1.V1ServerWrapper{DRAPluginServer: svc})
 	if d.health {
@@ -118,37 +118,26 @@ func (r *registrationService) NotifyRegistrationStatus(_ context.Context, st *re
 	return &registerapi.RegistrationStatusResponse{}, nil
 }
 
+// draService answers the kubelet's DRA calls from this instance's record;
+// routedService (routing.go) wraps it.
 type draService struct {
 	drapbv1.UnimplementedDRAPluginServer
 	a *Agent
 	d *driver
 }
 
-// begin admits a call unless the agent is stopping.
-func (s *draService) begin() (func(), error) {
-	s.a.life.inflight.Add(1)
-	if s.a.life.stopping.Load() {
-		s.a.life.inflight.Done()
+// admit is the DRA server's interceptor: it counts a call in flight, so
+// that Stop waits for it, unless the agent is stopping.
+func (a *Agent) admit(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	a.life.inflight.Add(1)
+	defer a.life.inflight.Done()
+	if a.life.stopping.Load() {
 		return nil, status.Error(codes.Unavailable, ErrStopping.Error())
 	}
-	return s.a.life.inflight.Done, nil
+	return handler(ctx, req)
 }
 
 func (s *draService) NodePrepareResources(ctx context.Context, req *drapbv1.NodePrepareResourcesRequest) (*drapbv1.NodePrepareResourcesResponse, error) {
-	done, err := s.begin()
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	// During a rolling upgrade the instance holding the claim record
-	// answers; routeCall forwards to it when that is another instance.
-	return routeCall(ctx, s.a, s.d, func(ctx context.Context) *drapbv1.NodePrepareResourcesResponse { return s.prepareHere(ctx, req) },
-		func(ctx context.Context, c drapbv1.DRAPluginClient) (*drapbv1.NodePrepareResourcesResponse, error) {
-			return c.NodePrepareResources(ctx, req)
-		})
-}
-
-func (s *draService) prepareHere(ctx context.Context, req *drapbv1.NodePrepareResourcesRequest) *drapbv1.NodePrepareResourcesResponse {
 	claims := eachClaim(ctx, s.a.log.WithValues("driver", s.d.name, "requestID", newRequestID()), req.Claims,
 		func(ctx context.Context, c *drapbv1.Claim) *drapbv1.NodePrepareResourceResponse {
 			start := time.Now()
@@ -168,22 +157,10 @@ func (s *draService) prepareHere(ctx context.Context, req *drapbv1.NodePrepareRe
 			}
 			return r
 		})
-	return &drapbv1.NodePrepareResourcesResponse{Claims: claims}
+	return &drapbv1.NodePrepareResourcesResponse{Claims: claims}, nil
 }
 
 func (s *draService) NodeUnprepareResources(ctx context.Context, req *drapbv1.NodeUnprepareResourcesRequest) (*drapbv1.NodeUnprepareResourcesResponse, error) {
-	done, err := s.begin()
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return routeCall(ctx, s.a, s.d, func(ctx context.Context) *drapbv1.NodeUnprepareResourcesResponse { return s.unprepareHere(ctx, req) },
-		func(ctx context.Context, c drapbv1.DRAPluginClient) (*drapbv1.NodeUnprepareResourcesResponse, error) {
-			return c.NodeUnprepareResources(ctx, req)
-		})
-}
-
-func (s *draService) unprepareHere(ctx context.Context, req *drapbv1.NodeUnprepareResourcesRequest) *drapbv1.NodeUnprepareResourcesResponse {
 	claims := eachClaim(ctx, s.a.log.WithValues("driver", s.d.name, "requestID", newRequestID()), req.Claims,
 		func(ctx context.Context, c *drapbv1.Claim) *drapbv1.NodeUnprepareResourceResponse {
 			start := time.Now()
@@ -196,7 +173,7 @@ func (s *draService) unprepareHere(ctx context.Context, req *drapbv1.NodeUnprepa
 			}
 			return r
 		})
-	return &drapbv1.NodeUnprepareResourcesResponse{Claims: claims}
+	return &drapbv1.NodeUnprepareResourcesResponse{Claims: claims}, nil
 }
 
 // eachClaim answers every claim of one kubelet call concurrently (different
