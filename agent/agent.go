@@ -69,10 +69,11 @@ type Options struct {
 // Lock order. A goroutine that holds more than one of the agent's locks
 // takes them in this order, and never the other way round:
 //
-//  1. a claim's lock in the record (claimcache.Cache.WithClaim), taken by
-//     the claim flow and the sweeper;
-//  2. the record gate, record.gate.mu (read by every record operation,
-//     written by the hand-over and the reclaim);
+//  1. the record gate, record.gate.mu: read for the whole of a kubelet call
+//     answered here (routeCall) and of a sweep, written by the hand-over
+//     and the reclaim, which therefore wait for those;
+//  2. a claim's lock in the record (claimcache.Cache.WithClaim), taken by
+//     the claim flow and the sweeper under the gate's read lock;
 //  3. the driver set, drivers.mu (drivers, inventories, health, taints,
 //     publishers);
 //  4. the hand-over socket's state, record.handover.mu, and the forwarding
