@@ -20,7 +20,8 @@ import (
 
 // driverSet holds the drivers this agent serves and what their plugins
 // reported before their driver was known. Its mutex also guards each
-// driver's publisher and taints (lock order: after the record gate).
+// driver's publisher and taints (lock order: after the record gate and a
+// claim's lock).
 type driverSet struct {
 	mu       sync.Mutex
 	byName   map[string]*driver // by DRA driver name

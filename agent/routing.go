@@ -17,7 +17,7 @@ import (
 
 // forwarder is the routing state of an instance that does not hold the
 // record: which instance does, and a connection to each DRA socket it
-// forwarded to. Its mutex is the innermost lock (DESIGN.md, "Lock order").
+// forwarded to. Its mutex is a leaf of the lock order (Agent).
 type forwarder struct {
 	mu     sync.Mutex
 	target string // the holder's instance ID, "" until known
