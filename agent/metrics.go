@@ -23,6 +23,11 @@ type metrics struct {
 	collectors                       []prometheus.Collector
 }
 
+// counterVec declares a counter of the agent's namespace.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dranode", Name: name, Help: help}, labels)
+}
+
 // Latency buckets from 0.5 ms (a record commit) to 10 s (a slow plugin).
 var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
@@ -69,15 +74,9 @@ func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {
 			Namespace: "dranode", Name: "unprepare_duration_seconds",
 			Help: "Time to unprepare one claim.", Buckets: latencyBuckets,
 		}, []string{"driver"}),
-		prepareErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "prepare_errors_total", Help: "Failed claim prepares.",
-		}, []string{"driver"}),
-		unprepareErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "unprepare_errors_total", Help: "Failed claim unprepares.",
-		}, []string{"driver"}),
-		dryRunWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "dry_run_slice_files_written_total", Help: "ResourceSlice files written in standalone mode.",
-		}, []string{"driver"}),
+		prepareErrors:   counterVec("prepare_errors_total", "Failed claim prepares.", "driver"),
+		unprepareErrors: counterVec("unprepare_errors_total", "Failed claim unprepares.", "driver"),
+		dryRunWrites:    counterVec("dry_run_slice_files_written_total", "ResourceSlice files written in standalone mode.", "driver"),
 	}
 	m.collectors = []prometheus.Collector{m.prepareSeconds, m.prepareOverhead, m.preparePhases, m.unprepareSeconds, m.prepareErrors, m.unprepareErrors, m.dryRunWrites,
 		stateCollector(a),
@@ -233,14 +232,8 @@ type upgradeMetrics struct {
 
 func newUpgradeMetrics(a *Agent) *upgradeMetrics {
 	return &upgradeMetrics{
-		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "forwarded_calls_total",
-			Help: "Kubelet calls this instance forwarded to the instance holding the claim record (rolling upgrade), by result.",
-		}, []string{"driver", "result"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "forward_retries_total",
-			Help: "Forwarding attempts that found the holder of the claim record unavailable and were retried.",
-		}, []string{"driver"}),
+		forwarded: counterVec("forwarded_calls_total", "Kubelet calls this instance forwarded to the instance holding the claim record (rolling upgrade), by result.", "driver", "result"),
+		retries:   counterVec("forward_retries_total", "Forwarding attempts that found the holder of the claim record unavailable and were retried.", "driver"),
 		reclaims: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "dranode", Name: "record_reclaims_total",
 			Help: "Times this instance took the claim record back from an instance that was gone.",
@@ -275,14 +268,8 @@ func (m *metrics) add(reg *prometheus.Registry, what string, cs []prometheus.Col
 
 // claimStatusMetrics are the status writer's series.
 func claimStatusMetrics() (writes, errors *prometheus.CounterVec) {
-	writes = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "dranode", Name: "claim_status_writes_total",
-		Help: "ResourceClaim status.devices writes accepted by the API server (op apply after a Prepare, clear after an Unprepare).",
-	}, []string{"driver", "op"})
-	errors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "dranode", Name: "claim_status_write_errors_total",
-		Help: "ResourceClaim status.devices writes that failed, by the API server's reason (Forbidden: RBAC or the per-driver resourceclaims/driver permission; Invalid; NotFound; Replaced: the claim was recreated; Timeout; Unknown: not reached). They never fail a Prepare or Unprepare.",
-	}, []string{"driver", "reason"})
+	writes = counterVec("claim_status_writes_total", "ResourceClaim status.devices writes accepted by the API server (op apply after a Prepare, clear after an Unprepare).", "driver", "op")
+	errors = counterVec("claim_status_write_errors_total", "ResourceClaim status.devices writes that failed, by the API server's reason (Forbidden: RBAC or the per-driver resourceclaims/driver permission; Invalid; NotFound; Replaced: the claim was recreated; Timeout; Unknown: not reached). They never fail a Prepare or Unprepare.", "driver", "reason")
 	return writes, errors
 }
 
@@ -296,18 +283,9 @@ type sweepMetrics struct {
 
 func newSweepMetrics() *sweepMetrics {
 	return &sweepMetrics{
-		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "record_sweeps_total",
-			Help: "Sweeps for leftover claims, by result: swept, or skipped entirely because the kubelet's DRA checkpoint is missing or unreadable.",
-		}, []string{"result"}),
-		cleaned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "record_cleaned_claims_total",
-			Help: "Leftover claims (not listed by the kubelet's DRA checkpoint) unprepared and removed from the record, by reason: claim-deleted, claim-recreated, claim-unreserved.",
-		}, []string{"reason"}),
-		leftovers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "dranode", Name: "record_leftover_claims",
-			Help: "Leftover claims found by the last sweep, not cleaned yet (in their grace period, or their unprepare failed), by reason.",
-		}, []string{"reason"}),
+		sweeps:    counterVec("record_sweeps_total", "Sweeps for leftover claims, by result: swept, or skipped entirely because the kubelet's DRA checkpoint is missing or unreadable.", "result"),
+		cleaned:   counterVec("record_cleaned_claims_total", "Leftover claims (not listed by the kubelet's DRA checkpoint) unprepared and removed from the record, by reason: claim-deleted, claim-recreated, claim-unreserved.", "reason"),
+		leftovers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dranode", Name: "record_leftover_claims", Help: "Leftover claims found by the last sweep, not cleaned yet (in their grace period, or their unprepare failed), by reason."}, []string{"reason"}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "dranode", Name: "record_sweep_errors_total",
 			Help: "Claims a sweep could not check (API lookup failed) or clean (plugin unprepare failed); each is retried at the next sweep.",
