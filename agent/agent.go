@@ -2,12 +2,8 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -18,16 +14,11 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/dranode/dranode/cdi"
-	"github.com/dranode/dranode/claimcache"
-	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
-	"github.com/dranode/dranode/sliceclient"
 )
 
 // ErrStopping is returned for kubelet calls that arrive after Stop began;
@@ -58,39 +49,66 @@ type Options struct {
 
 // Agent is one running dranode agent. Create it with New, then Start and
 // Stop (or Run).
+//
+// An Agent only composes its parts, each in its own file:
+//
+//   - the kubelet-facing server (server.go, healthstream.go, sockets.go):
+//     registration, the DRA service and the health stream, per driver;
+//   - routing (routing.go), a wrapper around the DRA service that forwards a
+//     call to the instance holding the claim record when that is another;
+//   - the record holder (record.go, handover.go): opens the claim record,
+//     gates the record operations and hands the record over;
+//   - the claim flow (prepare.go, unprepare.go, cdispec.go): Prepare and
+//     Unprepare against the record, the plugins and CDI;
+//   - the publishers (publish.go, health.go, status.go): ResourceSlices,
+//     health taints and the claims' device status;
+//   - the sweeper (sweep.go) and the reconciliation at start (reconcile.go);
+//   - the driver set (drivers.go, refuse.go): the plugins and the drivers
+//     they serve.
+//
+// Lock order. A goroutine that holds more than one of the agent's locks
+// takes them in this order, and never the other way round:
+//
+//  1. the record gate, record.gate.mu: read for the whole of a kubelet call
+//     answered here (routeCall) and of a sweep, written by the hand-over
+//     and the reclaim, which therefore wait for those;
+//  2. a claim's lock in the record (claimcache.Cache.WithClaim), taken by
+//     the claim flow and the sweeper under the gate's read lock;
+//  3. the driver set, drivers.mu (drivers, inventories, health, taints,
+//     publishers);
+//  4. the hand-over socket's state, record.handover.mu, and the forwarding
+//     state, forward.mu: leaves, nothing is taken under them.
+//
+// The status writer's and the health feed's mutexes are leaves of their own
+// and are never held while calling into another part. DESIGN.md, "The
+// agent's parts", draws the parts and repeats this order.
 type Agent struct {
 	cfg  Config
 	opts Options
 	log  logr.Logger
 
-	cache      *claimcache.Cache
-	report     *claimcache.RestoreReport
-	specs      cdi.SpecDir
-	claims     ClaimSource
-	client     *apiClient
+	client     *apiClient // nil standalone
 	standalone bool
+	claims     ClaimSource
+	specs      cdi.SpecDir
 	plugins    *pluginmgr.Manager
-	metrics    *metrics
-	status     *statusWriter // nil standalone
-	sweeper    *sweeper      // nil when cleanup.interval is 0
 
-	mu       sync.Mutex
-	drivers  map[string]*driver // by DRA driver name
-	byPlugin map[string]*driver // by plugin name
-	pending  map[string]inventory.Inventory
-	health   map[string][]pluginmgr.DeviceHealth // by plugin name, before the driver is known
-	refused  []*PluginRefusedError
+	drivers driverSet     // drivers.go
+	record  recordHolder  // record.go
+	forward forwarder     // routing.go
+	metrics *metrics      // metrics.go
+	status  *statusWriter // nil standalone
+	sweeper *sweeper      // nil when cleanup.interval is 0
+	ops     opsServer     // ops.go
+	life    lifecycle
+}
 
-	gate     recordGate
-	handover handover
-	upgrade  *upgradeMetrics
-
+// lifecycle is the agent's own state between Start and Stop.
+type lifecycle struct {
 	stopping atomic.Bool
-	inflight sync.WaitGroup
+	inflight sync.WaitGroup  // kubelet calls being answered
 	ctx      context.Context // the agent's lifetime, for work started outside a call
 	cancel   context.CancelFunc
-	httpSrv  *http.Server
-	httpAddr string
 	started  bool
 	stopOnce sync.Once
 	stopErr  error
@@ -112,14 +130,11 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		opts.PluginLogger = pluginmgr.LogrLogger(opts.Logger.WithValues("node", cfg.NodeName))
 	}
 	return &Agent{
-		cfg:      cfg,
-		opts:     opts,
-		log:      opts.Logger.WithValues("node", cfg.NodeName),
-		specs:    cdi.SpecDir{Path: cfg.CDI.Dir, NoSync: true}, // no fsync: see prepareDriver
-		drivers:  map[string]*driver{},
-		byPlugin: map[string]*driver{},
-		pending:  map[string]inventory.Inventory{},
-		health:   map[string][]pluginmgr.DeviceHealth{},
+		cfg:     cfg,
+		opts:    opts,
+		log:     opts.Logger.WithValues("node", cfg.NodeName),
+		specs:   cdi.SpecDir{Path: cfg.CDI.Dir, NoSync: true}, // no fsync: see prepareDriver
+		drivers: newDriverSet(),
 	}, nil
 }
 
@@ -128,14 +143,14 @@ func New(cfg Config, opts Options) (*Agent, error) {
 func (a *Agent) Standalone() bool { return a.standalone }
 
 // HTTPAddr is the address the operations endpoint listens on (after Start).
-func (a *Agent) HTTPAddr() string { return a.httpAddr }
+func (a *Agent) HTTPAddr() string { return a.ops.addr }
 
 // Drivers returns the DRA driver names served (after Start), sorted.
 func (a *Agent) Drivers() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
 	var out []string
-	for n := range a.drivers {
+	for n := range a.drivers.byName {
 		out = append(out, n)
 	}
 	slices.Sort(out)
@@ -157,17 +172,56 @@ func (a *Agent) Run(ctx context.Context) error {
 // damaged record left uncertain, and serves the kubelet. On
 // failure everything started is stopped again.
 func (a *Agent) Start(ctx context.Context) (err error) {
-	if a.started {
+	if a.life.started {
 		return errors.New("agent: Start called twice")
 	}
-	a.started = true
-	ctx, a.cancel = context.WithCancel(ctx)
-	a.ctx = ctx
+	a.life.started = true
+	ctx, a.life.cancel = context.WithCancel(ctx)
+	a.life.ctx = ctx
 	defer func() {
 		if err != nil {
 			_ = a.Stop()
 		}
 	}()
+	if err := a.startRecord(ctx); err != nil {
+		return err
+	}
+	if err := a.connect(); err != nil {
+		return err
+	}
+	if err := a.startMetrics(); err != nil {
+		return err
+	}
+	if err := a.startDrivers(ctx); err != nil {
+		return err
+	}
+	// The record is settled before the kubelet is served: no kubelet call
+	// races the reconciliation.
+	a.finishInterrupted(ctx)
+	a.reconcileUncertain(ctx)
+	a.sweepSpecs()
+	if err := a.serveKubelet(); err != nil {
+		return err
+	}
+	if a.cfg.HTTP.Address != "" {
+		if err := a.serveHTTP(); err != nil {
+			return err
+		}
+	}
+	if err := a.startSweeper(ctx); err != nil {
+		return err
+	}
+	a.log.Info("Agent started", "drivers", a.Drivers(), "refusedPlugins", len(a.Refused()), "standalone", a.standalone, "http", a.ops.addr)
+	return nil
+}
+
+// startRecord opens the claim record in stateDir. A damaged record keeps
+// what came before the damage, and the claims whose last state it hid
+// become uncertain entries, reconciled before the kubelet is served,
+// rather than being forgotten while their devices are still prepared.
+// With an instance ID, another instance of the agent may hold the record;
+// it hands it over (record.go).
+func (a *Agent) startRecord(ctx context.Context) error {
 	bootID, err := readBootID(a.cfg.BootIDFile)
 	if err != nil {
 		return err
@@ -175,72 +229,30 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
 		return &ConfigError{Key: "stateDir", Reason: err.Error(), Err: err}
 	}
-	// A damaged record keeps what came before the damage, and the claims
-	// whose last state it hid become uncertain entries, reconciled below,
-	// rather than being forgotten while their devices are still prepared.
-	// With an instance ID, another instance of the agent may hold the
-	// record; it hands it over (handover.go).
 	if err := a.openRecord(ctx, bootID); err != nil {
 		return fmt.Errorf("opening the claim record in stateDir: %w", err)
 	}
-	a.log.Info("Claim record restored", "claims", a.cache.Len(), "interrupted", len(a.report.Interrupted),
-		"rebootDetected", a.report.RebootDetected, "noLongerPrepared", len(a.report.NoLongerPrepared),
-		"uncertain", len(a.report.Uncertain))
+	r := a.record.report
+	a.log.Info("Claim record restored", "claims", a.record.cache.Len(), "interrupted", len(r.Interrupted),
+		"rebootDetected", r.RebootDetected, "noLongerPrepared", len(r.NoLongerPrepared), "uncertain", len(r.Uncertain))
 	a.logDamage()
-	if err := a.connect(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// startMetrics registers the agent's series and, with an API server, starts
+// the device status writer.
+func (a *Agent) startMetrics() error {
 	a.metrics = newMetrics(a.opts.Registry, a)
 	if !a.standalone {
 		a.status = newStatusWriter(a.client.resource, a.log, a.opts.Registry)
 	}
-	a.upgrade = newUpgradeMetrics(a)
-	if err := a.upgrade.register(a); err != nil {
-		return err
-	}
+	a.metrics.upgrade = newUpgradeMetrics(a)
+	return a.metrics.add(a.opts.Registry, "hand-over", a.metrics.upgrade.collectors())
+}
 
-	a.plugins = pluginmgr.NewManager(pluginmgr.Options{
-		NodeName:    a.cfg.NodeName,
-		Logger:      a.opts.PluginLogger,
-		OnInventory: a.onInventory,
-		OnHealth:    a.onHealth,
-		OnStatus:    a.onStatus,
-	})
-	var configs []pluginmgr.PluginConfig
-	for _, d := range a.cfg.Plugins.Drivers {
-		section, err := json.Marshal(d.Config)
-		if err != nil {
-			return &ConfigError{Key: "plugins.drivers." + d.Name + ".config", Reason: err.Error()}
-		}
-		if d.Config == nil {
-			section = nil
-		}
-		configs = append(configs, pluginmgr.PluginConfig{Name: pluginName(d), Path: d.Path, SHA256: d.SHA256, Args: d.Args, Config: section})
-	}
-	// One untrustworthy binary must not take every other driver of the
-	// node down with it (a DaemonSet would crash loop): pluginmgr checks
-	// each binary right before it would run it, and such a plugin is
-	// refused alone; /readyz and a metric say so.
-	if err := a.plugins.Start(ctx, configs); err != nil {
-		if err := a.refuseUntrusted(err); err != nil {
-			return fmt.Errorf("starting driver plugins: %w", err)
-		}
-	}
-	for _, c := range configs {
-		p, ok := a.plugins.Plugin(c.Name)
-		if !ok {
-			if a.isRefused(c.Name) {
-				continue
-			}
-			return fmt.Errorf("plugin %q did not start", c.Name)
-		}
-		if err := a.addDriver(ctx, p); err != nil {
-			return err
-		}
-	}
-	a.finishInterrupted(ctx)
-	a.reconcileUncertain(ctx)
-	a.sweepSpecs()
+// serveKubelet serves every driver's sockets, then the hand-over socket,
+// and ends the start (another instance may take the record from now on).
+func (a *Agent) serveKubelet() error {
 	for _, d := range a.sortedDrivers() {
 		if err := d.serve(a); err != nil {
 			return err
@@ -250,209 +262,14 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.endStart()
-	if a.cfg.HTTP.Address != "" {
-		if err := a.serveHTTP(); err != nil {
-			return err
-		}
-	}
-	if err := a.startSweeper(ctx); err != nil {
-		return err
-	}
-	a.log.Info("Agent started", "drivers", a.Drivers(), "refusedPlugins", len(a.Refused()), "standalone", a.standalone, "http", a.httpAddr)
 	return nil
-}
-
-func readBootID(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", &ConfigError{Key: "bootIDFile", Reason: err.Error()}
-	}
-	id := strings.TrimSpace(string(data))
-	if id == "" {
-		return "", &ConfigError{Key: "bootIDFile", Reason: path + " is empty"}
-	}
-	return id, nil
-}
-
-// connect picks the mode: kubeconfig, in-cluster, or standalone.
-func (a *Agent) connect() error {
-	rc := a.opts.RESTConfig
-	switch {
-	case rc != nil:
-		rc = rest.CopyConfig(rc)
-	case a.cfg.Kubeconfig != "":
-		var err error
-		rc, err = clientcmd.BuildConfigFromFlags("", a.cfg.Kubeconfig)
-		if err != nil {
-			return &ConfigError{Key: "kubeconfig", Reason: err.Error()}
-		}
-	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
-		var err error
-		rc, err = rest.InClusterConfig()
-		if err != nil {
-			return fmt.Errorf("in-cluster configuration: %w", err)
-		}
-	}
-	if rc != nil {
-		rc.QPS, rc.Burst = a.cfg.Claims.QPS, a.cfg.Claims.Burst
-		rc.UserAgent = "dranode-agent/" + a.cfg.NodeName
-		var err error
-		if a.client, err = newAPIClient(rc); err != nil {
-			return err
-		}
-	}
-	a.standalone = a.client == nil
-	switch {
-	case a.opts.Claims != nil:
-		a.claims = a.opts.Claims
-	case a.standalone:
-		a.claims = DirClaimSource{Dir: a.cfg.Claims.Dir}
-	default:
-		a.claims = a.client.claims
-	}
-	return nil
-}
-
-func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
-	info := p.Info()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if other, dup := a.drivers[info.DriverName]; dup {
-		return &ConfigError{Key: "plugins.drivers", Reason: fmt.Sprintf("plugins %q and %q both serve driver %q", other.plugin.Name(), p.Name(), info.DriverName)}
-	}
-	d := &driver{name: info.DriverName, plugin: p, healthy: newHealthFeed(), health: info.Health}
-	taint, err := inventory.HealthTaint(d.name, resourceapi.DeviceTaintEffect(a.cfg.Slices.UnhealthyTaintEffect))
-	if err != nil {
-		return fmt.Errorf("driver %s: %w", d.name, err)
-	}
-	d.taints.taint = taint
-	if !a.standalone {
-		pub, err := a.newPublisher(d)
-		if err != nil {
-			return err
-		}
-		d.publisher = pub
-		if err := pub.Start(ctx); err != nil {
-			return fmt.Errorf("driver %s: starting the ResourceSlice publisher: %w", d.name, err)
-		}
-	}
-	a.drivers[d.name] = d
-	a.byPlugin[p.Name()] = d
-	if h, ok := a.health[p.Name()]; ok {
-		a.healthLocked(d, h)
-		d.healthy.set(h)
-		delete(a.health, p.Name()) // later reports go to the driver directly
-	} else if d.health {
-		a.awaitFirstHealthLocked(d)
-	}
-	inv, ok := a.pending[p.Name()]
-	if ok {
-		delete(a.pending, p.Name()) // later inventories go to the driver directly
-	} else {
-		inv, _ = p.Inventory()
-	}
-	if len(inv.Pools) > 0 {
-		a.inventoryLocked(d, inv)
-	}
-	return nil
-}
-
-func (a *Agent) newPublisher(d *driver) (*sliceclient.Publisher, error) {
-	pub, err := sliceclient.New(sliceclient.Options{
-		Client: a.client.slices, DriverName: d.name, NodeName: a.cfg.NodeName,
-		Debounce: a.cfg.Slices.SyncDelay,
-		OnError: func(err error) {
-			a.log.Error(err, "Publishing ResourceSlices", "driver", d.name)
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("driver %s: %w", d.name, err)
-	}
-	return pub, nil
-}
-
-func (a *Agent) sortedDrivers() []*driver {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]*driver, 0, len(a.drivers))
-	for _, d := range a.drivers {
-		out = append(out, d)
-	}
-	slices.SortFunc(out, func(x, y *driver) int { return strings.Compare(x.name, y.name) })
-	return out
-}
-
-func (a *Agent) driver(name string) *driver {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.drivers[name]
-}
-
-func (a *Agent) onInventory(plugin string, inv inventory.Inventory) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	d, ok := a.byPlugin[plugin]
-	if !ok {
-		a.pending[plugin] = inv // the driver is registered after Launch returns
-		return
-	}
-	a.inventoryLocked(d, inv)
-}
-
-// publishLocked publishes the plugin's latest inventory with its unhealthy
-// devices tainted. The publisher writes only what differs from the stored
-// slices, so a call that changes nothing writes nothing.
-func (a *Agent) publishLocked(d *driver) {
-	if !a.standalone && d.publisher == nil {
-		return // handed over: the holder publishes; a reclaim publishes d.taints
-	}
-	inv := d.taints.published()
-	if d.publisher != nil {
-		if err := d.publisher.Update(inv); err != nil {
-			a.log.Error(err, "Inventory rejected", "driver", d.name)
-		}
-		return
-	}
-	dr := sliceclient.DryRun{DriverName: d.name, NodeName: a.cfg.NodeName}
-	paths, err := dr.WriteDir(a.cfg.Slices.DryRunDir, inv)
-	if err != nil {
-		a.log.Error(err, "Writing dry-run ResourceSlices", "driver", d.name)
-		return
-	}
-	if a.metrics != nil {
-		a.metrics.dryRunWrites.WithLabelValues(d.name).Add(float64(len(paths)))
-	}
-	a.log.V(1).Info("Dry-run ResourceSlices written", "driver", d.name, "dir", a.cfg.Slices.DryRunDir, "files", len(paths))
-}
-
-func (a *Agent) onHealth(plugin string, h []pluginmgr.DeviceHealth) {
-	a.mu.Lock()
-	d, ok := a.byPlugin[plugin]
-	if ok {
-		a.healthLocked(d, h)
-	} else {
-		a.health[plugin] = h
-	}
-	a.mu.Unlock()
-	if ok {
-		d.healthy.set(h)
-	}
-}
-
-func (a *Agent) onStatus(s pluginmgr.Status) {
-	log := a.log.WithValues("plugin", s.Plugin, "state", s.State, "pid", s.PID, "restarts", s.Restarts)
-	if s.Err != nil {
-		log.Error(s.Err, "Driver plugin status")
-	} else {
-		log.Info("Driver plugin status")
-	}
 }
 
 // Ready reports whether every plugin runs and, with a kubelet, every driver
 // is registered; the error says what is missing, including every plugin
 // that was refused.
 func (a *Agent) Ready() error {
-	if a.stopping.Load() {
+	if a.life.stopping.Load() {
 		return ErrStopping
 	}
 	if a.plugins == nil {
@@ -490,59 +307,21 @@ func (a *Agent) Ready() error {
 // ResourceSlices stay published and the record stays on disk: a restarted
 // agent continues from them.
 func (a *Agent) Stop() error {
-	a.stopOnce.Do(func() { a.stopErr = a.stop() })
-	return a.stopErr
+	a.life.stopOnce.Do(func() { a.life.stopErr = a.stop() })
+	return a.life.stopErr
 }
 
 func (a *Agent) stop() error {
-	var errs []error
 	drivers := a.sortedDrivers()
-	for _, d := range drivers {
-		d.stopRegistration()
-	}
-	if a.cfg.Kubelet.InstanceID != "" && a.started && len(drivers) > 0 {
-		// The kubelet keeps calling this instance until its plugin
-		// watcher notices the registration socket is gone (its
-		// reconciler runs every second); after a kubelet restart this
-		// may be the instance it prefers. Answer those calls rather than
-		// fail them: another instance serves once the kubelet moved on.
-		time.Sleep(unregisterGrace)
-	}
-	a.stopping.Store(true)
-	done := make(chan struct{})
-	go func() {
-		for _, d := range drivers {
-			d.stopDRA() // GracefulStop: returns when calls in flight are done
-		}
-		a.inflight.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(a.cfg.ShutdownTimeout):
-		errs = append(errs, fmt.Errorf("calls still in flight after %s", a.cfg.ShutdownTimeout))
-		for _, d := range drivers {
-			d.forceStop()
-		}
-	}
-	if a.httpSrv != nil {
+	errs := []error{a.stopServing(drivers)}
+	if a.ops.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, a.httpSrv.Shutdown(ctx))
+		errs = append(errs, a.ops.srv.Shutdown(ctx))
 		cancel()
 	}
 	a.closeHandover()
 	a.closeForwarding()
-	a.mu.Lock()
-	var pubs []*sliceclient.Publisher
-	for _, d := range drivers {
-		if d.publisher != nil {
-			pubs = append(pubs, d.publisher)
-		}
-	}
-	a.mu.Unlock()
-	for _, p := range pubs {
-		p.Stop()
-	}
+	a.stopPublishers(drivers)
 	a.sweeper.stop()
 	if a.status != nil {
 		a.status.stop(a.opts.Registry) // after the last kubelet call: no more writes come
@@ -550,15 +329,10 @@ func (a *Agent) stop() error {
 	if a.plugins != nil {
 		errs = append(errs, a.plugins.Close())
 	}
-	if a.cancel != nil {
-		a.cancel()
+	if a.life.cancel != nil {
+		a.life.cancel()
 	}
-	a.gate.mu.Lock()
-	if a.cache != nil {
-		errs = append(errs, a.cache.Close())
-	}
-	a.gate.held = false
-	a.gate.mu.Unlock()
+	errs = append(errs, a.closeRecord())
 	a.endStart()
 	if a.metrics != nil {
 		a.metrics.unregister(a.opts.Registry)
@@ -566,9 +340,39 @@ func (a *Agent) stop() error {
 	return errors.Join(errs...)
 }
 
-// newRequestID names one kubelet call in the logs.
-func newRequestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// stopServing unregisters the drivers from the kubelet, then stops
+// admitting kubelet calls and waits for those in flight, at most
+// ShutdownTimeout.
+func (a *Agent) stopServing(drivers []*driver) error {
+	for _, d := range drivers {
+		d.stopRegistration()
+	}
+	if a.cfg.Kubelet.InstanceID != "" && a.life.started && a.otherInstanceRegistered(drivers) {
+		// The kubelet keeps calling this instance until its plugin
+		// watcher notices the registration socket is gone (its
+		// reconciler runs every second); after a kubelet restart this
+		// may be the instance it prefers. Answer those calls rather than
+		// fail them: the other instance serves once the kubelet moved on.
+		// Without another instance the kubelet has nowhere to move on to:
+		// its calls fail and are retried either way, as without an ID.
+		time.Sleep(unregisterGrace)
+	}
+	a.life.stopping.Store(true)
+	done := make(chan struct{})
+	go func() {
+		for _, d := range drivers {
+			d.stopDRA() // GracefulStop: returns when calls in flight are done
+		}
+		a.life.inflight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(a.cfg.ShutdownTimeout):
+		for _, d := range drivers {
+			d.forceStop()
+		}
+		return fmt.Errorf("calls still in flight after %s", a.cfg.ShutdownTimeout)
+	}
 }

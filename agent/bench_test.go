@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -115,6 +116,39 @@ func BenchmarkPrepareFromRecord(b *testing.B) {
 		resp, err := k.dra.NodePrepareResources(ctx, req)
 		if err != nil || resp.Claims[string(c.UID)].Error != "" {
 			b.Fatal(err, resp)
+		}
+	}
+}
+
+// slowClaims answers like an API server: after a round trip.
+type slowClaims struct {
+	ClaimSource
+	rtt time.Duration
+}
+
+func (s slowClaims) GetClaim(ctx context.Context, namespace, name string) (*resourcev1.ResourceClaim, error) {
+	time.Sleep(s.rtt) // the API server's latency, not a wait for an event
+	return s.ClaimSource.GetClaim(ctx, namespace, name)
+}
+
+// BenchmarkPrepareUnprepareAPILatency1: one claim whose read takes 1.3 ms,
+// the claim-fetch p50 measured through a real API server (BENCHMARKS.md):
+// what a prepare costs when reading the claim is not free.
+func BenchmarkPrepareUnprepareAPILatency1(b *testing.B) {
+	e := newTestEnv(b, gpuDriver)
+	src := &memClaims{}
+	claims := benchClaims(1)
+	src.put(claims[0])
+	e.start(b, Options{Claims: slowClaims{ClaimSource: src, rtt: 1300 * time.Microsecond}})
+	k := connectKubelet(b, e.cfg, gpuDriver)
+	req := request(claims)
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := k.dra.NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: req}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := k.dra.NodeUnprepareResources(ctx, &drapbv1.NodeUnprepareResourcesRequest{Claims: req}); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -52,19 +52,19 @@ func TestFsyncsPerClaim(t *testing.T) {
 	for i, c := range benchClaims(3) {
 		src.put(c)
 		req := ClaimRequest{Namespace: c.Namespace, Name: c.Name, UID: string(c.UID)}
-		before := a.cache.Fsyncs()
+		before := a.record.cache.Fsyncs()
 		if _, err := a.Prepare(ctx, gpuDriver, req); err != nil {
 			t.Fatal(err)
 		}
-		prepared := a.cache.Fsyncs()
+		prepared := a.record.cache.Fsyncs()
 		if _, err := a.Prepare(ctx, gpuDriver, req); err != nil {
 			t.Fatal(err)
 		}
-		again := a.cache.Fsyncs()
+		again := a.record.cache.Fsyncs()
 		if err := a.Unprepare(ctx, req.UID); err != nil {
 			t.Fatal(err)
 		}
-		after := a.cache.Fsyncs()
+		after := a.record.cache.Fsyncs()
 		t.Logf("claim %d: fsyncs: prepare %d, prepare from the record %d, unprepare %d", i, prepared-before, again-prepared, after-again)
 		if n := prepared - before; n > maxPrepareFsyncs {
 			t.Errorf("prepare: %d fsyncs, at most %d", n, maxPrepareFsyncs)

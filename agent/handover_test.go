@@ -139,11 +139,11 @@ func TestHandOverForwardAndReclaim(t *testing.T) {
 	}
 	// Through the old instance: answered by the new one, from its record.
 	mustPrepared(t, kA.prepare(t, second), second)
-	if e, err := b.cache.Get(string(second.UID)); err != nil || e.State != claimcache.Prepared {
+	if e, err := b.record.cache.Get(string(second.UID)); err != nil || e.State != claimcache.Prepared {
 		t.Errorf("claim prepared through the old instance: in the new one's record %+v, %v", e, err)
 	}
 	var m dto.Metric
-	if err := a.upgrade.forwarded.WithLabelValues(gpuDriver, "ok").Write(&m); err != nil {
+	if err := a.metrics.upgrade.forwarded.WithLabelValues(gpuDriver, "ok").Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	if got := m.GetCounter().GetValue(); got != 1 {
@@ -158,7 +158,7 @@ func TestHandOverForwardAndReclaim(t *testing.T) {
 		t.Fatal("the old instance did not take the record back")
 	}
 	for _, c := range []*resourcev1.ResourceClaim{first, second, third} {
-		if e, err := a.cache.Get(string(c.UID)); err != nil || e.State != claimcache.Prepared {
+		if e, err := a.record.cache.Get(string(c.UID)); err != nil || e.State != claimcache.Prepared {
 			t.Errorf("claim %s after the record came back: %+v, %v", c.Name, e, err)
 		}
 	}

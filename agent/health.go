@@ -50,9 +50,9 @@ func (a *Agent) healthLocked(d *driver, snap []pluginmgr.DeviceHealth) {
 func (a *Agent) awaitFirstHealthLocked(d *driver) {
 	d.taints.waiting = true
 	time.AfterFunc(firstHealthWait, func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if !d.taints.waiting || a.stopping.Load() {
+		a.drivers.mu.Lock()
+		defer a.drivers.mu.Unlock()
+		if !d.taints.waiting || a.life.stopping.Load() {
 			return
 		}
 		a.log.Info("No health report from the plugin yet: publishing its devices without health taints", "driver", d.name, "waited", firstHealthWait)

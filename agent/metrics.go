@@ -1,22 +1,31 @@
 package agent
 
 import (
+	"context"
 	"fmt"
-	"net"
-	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metrics are the agent's Prometheus series (namespace "dranode").
+// metrics are the agent's Prometheus series (namespace "dranode"). Every
+// series the agent exports is declared in this file: the claim flow's, the
+// hand-over's (upgradeMetrics), the sweeper's (sweepMetrics) and the status
+// writer's (claimStatusMetrics).
 type metrics struct {
 	prepareSeconds, unprepareSeconds *prometheus.HistogramVec
 	prepareOverhead, preparePhases   *prometheus.HistogramVec
 	prepareErrors, unprepareErrors   *prometheus.CounterVec
 	dryRunWrites                     *prometheus.CounterVec
+	upgrade                          *upgradeMetrics
 	collectors                       []prometheus.Collector
+}
+
+// counterVec declares a counter of the agent's namespace.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dranode", Name: name, Help: help}, labels)
 }
 
 // Latency buckets from 0.5 ms (a record commit) to 10 s (a slow plugin).
@@ -65,16 +74,23 @@ func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {
 			Namespace: "dranode", Name: "unprepare_duration_seconds",
 			Help: "Time to unprepare one claim.", Buckets: latencyBuckets,
 		}, []string{"driver"}),
-		prepareErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "prepare_errors_total", Help: "Failed claim prepares.",
-		}, []string{"driver"}),
-		unprepareErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "unprepare_errors_total", Help: "Failed claim unprepares.",
-		}, []string{"driver"}),
-		dryRunWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "dry_run_slice_files_written_total", Help: "ResourceSlice files written in standalone mode.",
-		}, []string{"driver"}),
+		prepareErrors:   counterVec("prepare_errors_total", "Failed claim prepares.", "driver"),
+		unprepareErrors: counterVec("unprepare_errors_total", "Failed claim unprepares.", "driver"),
+		dryRunWrites:    counterVec("dry_run_slice_files_written_total", "ResourceSlice files written in standalone mode.", "driver"),
 	}
+	m.collectors = []prometheus.Collector{m.prepareSeconds, m.prepareOverhead, m.preparePhases, m.unprepareSeconds, m.prepareErrors, m.unprepareErrors, m.dryRunWrites,
+		stateCollector(a),
+		refusedCollector(a),
+	}
+	for _, c := range m.collectors {
+		reg.MustRegister(c)
+	}
+	return m
+}
+
+// stateCollector reads the agent's state at each scrape: plugin restarts,
+// slice writes, tainted devices and the record's claims.
+func stateCollector(a *Agent) prometheus.Collector {
 	restarts := prometheus.NewDesc("dranode_plugin_restarts_total", "Restarts of a driver plugin process.", []string{"plugin"}, nil)
 	writes := prometheus.NewDesc("dranode_slice_writes_total", "ResourceSlice writes to the API server.", []string{"driver", "verb"}, nil)
 	tainted := prometheus.NewDesc("dranode_devices_tainted",
@@ -82,43 +98,36 @@ func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {
 	recorded := prometheus.NewDesc("dranode_claims_recorded", "Claims in the durable record.", nil, nil)
 	uncertain := prometheus.NewDesc("dranode_record_uncertain_claims",
 		"Claims in the durable record whose last state damage to the record hid (uncertain entries), until the kubelet's next call or reconciliation at start settles them.", nil, nil)
-	m.collectors = []prometheus.Collector{m.prepareSeconds, m.prepareOverhead, m.preparePhases, m.unprepareSeconds, m.prepareErrors, m.unprepareErrors, m.dryRunWrites,
-		collectorFunc{descs: []*prometheus.Desc{restarts, writes, tainted, recorded, uncertain}, collect: func(ch chan<- prometheus.Metric) {
-			if a.plugins != nil {
-				for _, s := range a.plugins.Statuses() {
-					ch <- prometheus.MustNewConstMetric(restarts, prometheus.CounterValue, float64(s.Restarts), s.Plugin)
-				}
+	return collectorFunc{descs: []*prometheus.Desc{restarts, writes, tainted, recorded, uncertain}, collect: func(ch chan<- prometheus.Metric) {
+		if a.plugins != nil {
+			for _, s := range a.plugins.Statuses() {
+				ch <- prometheus.MustNewConstMetric(restarts, prometheus.CounterValue, float64(s.Restarts), s.Plugin)
 			}
-			for _, d := range a.sortedDrivers() {
-				ch <- prometheus.MustNewConstMetric(tainted, prometheus.GaugeValue, float64(d.taints.tainted.Load()), d.name)
-				a.mu.Lock()
-				pub := d.publisher // nil while another instance holds the record
-				a.mu.Unlock()
-				if pub == nil {
-					continue
-				}
-				st := pub.Stats()
-				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Creates), d.name, "create")
-				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Updates), d.name, "update")
-				ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Deletes), d.name, "delete")
+		}
+		for _, d := range a.sortedDrivers() {
+			ch <- prometheus.MustNewConstMetric(tainted, prometheus.GaugeValue, float64(d.taints.tainted.Load()), d.name)
+			a.drivers.mu.Lock()
+			pub := d.publisher // nil while another instance holds the record
+			a.drivers.mu.Unlock()
+			if pub == nil {
+				continue
 			}
-			a.gate.mu.RLock()
-			n := -1
-			if a.cache != nil {
-				n = a.cache.Len()
-			}
-			a.gate.mu.RUnlock()
-			if n >= 0 {
-				ch <- prometheus.MustNewConstMetric(recorded, prometheus.GaugeValue, float64(n))
-				ch <- prometheus.MustNewConstMetric(uncertain, prometheus.GaugeValue, float64(a.uncertainClaims()))
-			}
-		}},
-		refusedCollector(a),
-	}
-	for _, c := range m.collectors {
-		reg.MustRegister(c)
-	}
-	return m
+			st := pub.Stats()
+			ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Creates), d.name, "create")
+			ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Updates), d.name, "update")
+			ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Deletes), d.name, "delete")
+		}
+		a.record.gate.mu.RLock()
+		n := -1
+		if a.record.cache != nil {
+			n = a.record.cache.Len()
+		}
+		a.record.gate.mu.RUnlock()
+		if n >= 0 {
+			ch <- prometheus.MustNewConstMetric(recorded, prometheus.GaugeValue, float64(n))
+			ch <- prometheus.MustNewConstMetric(uncertain, prometheus.GaugeValue, float64(a.uncertainClaims()))
+		}
+	}}
 }
 
 func (m *metrics) unregister(reg *prometheus.Registry) {
@@ -134,38 +143,63 @@ func (m *metrics) observePrepare(driver string, d time.Duration, err error) {
 	}
 }
 
-// prepareTimer times the phases of one Prepare call for the driver the
-// kubelet called; with a nil *metrics (an agent not started) it times
-// nothing. phase may be called concurrently for any phase but plugin
-// (record-started can run alongside claim-fetch); plugin phases, which it
-// sums, run one after the other in the Prepare's own goroutine.
-type prepareTimer struct {
-	m      *metrics
+// prepareObserver times the phases of one Prepare call for the driver the
+// kubelet called. Prepare creates it and records it when done; the calls
+// out of the claim flow (claim source, record, plugin, CDI) report their
+// phase to it through the context (observePhase), so that the flow itself
+// carries no timer. Phases may be reported concurrently.
+type prepareObserver struct {
+	m      *metrics // nil: an agent not started observes nothing
 	driver string
 	start  time.Time
+
+	mu     sync.Mutex
 	plugin time.Duration // inside plugin calls: the plugin's share, not the agent's
 }
 
-func (m *metrics) startPrepare(driver string) *prepareTimer {
-	return &prepareTimer{m: m, driver: driver, start: time.Now()}
+type prepareObserverKey struct{}
+
+// observePrepare starts observing one Prepare call; its done records the
+// agent's overhead.
+func (m *metrics) startPrepareObserver(ctx context.Context, driver string) (context.Context, *prepareObserver) {
+	o := &prepareObserver{m: m, driver: driver, start: time.Now()}
+	return context.WithValue(ctx, prepareObserverKey{}, o), o
 }
 
-// phase records that phase ran from since until now.
-func (t *prepareTimer) phase(phase string, since time.Time) {
+// observePhase records, for the Prepare call observed in ctx if any, that
+// phase ran from since until now, unless it failed (*failed != nil; a nil
+// failed records it either way). Use it deferred, with the caller's named
+// error result: defer observePhase(ctx, p, time.Now(), &err).
+func observePhase(ctx context.Context, phase string, since time.Time, failed *error) {
+	if failed != nil && *failed != nil {
+		return
+	}
+	if o, ok := ctx.Value(prepareObserverKey{}).(*prepareObserver); ok {
+		o.phase(phase, since)
+	}
+}
+
+func (o *prepareObserver) phase(phase string, since time.Time) {
 	d := time.Since(since)
 	if phase == phasePlugin {
-		t.plugin += d
+		o.mu.Lock()
+		o.plugin += d
+		o.mu.Unlock()
 	}
-	if t.m != nil {
-		t.m.preparePhases.WithLabelValues(t.driver, phase).Observe(d.Seconds())
+	if o.m != nil {
+		o.m.preparePhases.WithLabelValues(o.driver, phase).Observe(d.Seconds())
 	}
 }
 
 // done records the agent's overhead: the whole call minus plugin time.
-func (t *prepareTimer) done() {
-	if t.m != nil {
-		t.m.prepareOverhead.WithLabelValues(t.driver).Observe((time.Since(t.start) - t.plugin).Seconds())
+func (o *prepareObserver) done() {
+	if o.m == nil {
+		return
 	}
+	o.mu.Lock()
+	plugin := o.plugin
+	o.mu.Unlock()
+	o.m.prepareOverhead.WithLabelValues(o.driver).Observe((time.Since(o.start) - plugin).Seconds())
 }
 
 func (m *metrics) observeUnprepare(driver string, d time.Duration, err error) {
@@ -188,28 +222,97 @@ func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) {
 
 func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
 
-// serveHTTP serves /metrics, /healthz (the process is alive and its record
-// open) and /readyz (Ready).
-func (a *Agent) serveHTTP() error {
-	lis, err := net.Listen("tcp", a.cfg.HTTP.Address)
-	if err != nil {
-		return &ConfigError{Key: "http.address", Reason: err.Error()}
+// upgradeMetrics count what the hand-over does.
+type upgradeMetrics struct {
+	forwarded *prometheus.CounterVec
+	retries   *prometheus.CounterVec
+	reclaims  prometheus.Counter
+	held      prometheus.GaugeFunc
+}
+
+func newUpgradeMetrics(a *Agent) *upgradeMetrics {
+	return &upgradeMetrics{
+		forwarded: counterVec("forwarded_calls_total", "Kubelet calls this instance forwarded to the instance holding the claim record (rolling upgrade), by result.", "driver", "result"),
+		retries:   counterVec("forward_retries_total", "Forwarding attempts that found the holder of the claim record unavailable and were retried.", "driver"),
+		reclaims: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "dranode", Name: "record_reclaims_total",
+			Help: "Times this instance took the claim record back from an instance that was gone.",
+		}),
+		held: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "dranode", Name: "record_held",
+			Help: "1 while this instance holds the claim record and serves the kubelet's calls itself; 0 while it forwards them.",
+		}, func() float64 {
+			if a.holdsRecord() {
+				return 1
+			}
+			return 0
+		}),
 	}
-	a.httpAddr = lis.Addr().String()
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(a.opts.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := a.Ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
+}
+
+func (m *upgradeMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.forwarded, m.retries, m.reclaims, m.held}
+}
+
+// add registers more of the agent's series, unregistered with the rest at
+// Stop.
+func (m *metrics) add(reg *prometheus.Registry, what string, cs []prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("registering the %s metrics: %w", what, err)
 		}
-		fmt.Fprintln(w, "ok")
-	})
-	a.addDebugHandlers(mux)
-	a.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = a.httpSrv.Serve(lis) }()
+		m.collectors = append(m.collectors, c)
+	}
 	return nil
+}
+
+// claimStatusMetrics are the status writer's series.
+func claimStatusMetrics() (writes, errors *prometheus.CounterVec) {
+	writes = counterVec("claim_status_writes_total", "ResourceClaim status.devices writes accepted by the API server (op apply after a Prepare).", "driver", "op")
+	errors = counterVec("claim_status_write_errors_total", "ResourceClaim status.devices writes that failed, by the API server's reason (Forbidden: RBAC or the per-driver resourceclaims/driver permission; Invalid; NotFound; Replaced: the claim was recreated; Timeout; Unknown: not reached). They never fail a Prepare or Unprepare.", "driver", "reason")
+	return writes, errors
+}
+
+// sweepMetrics are the sweeper's series.
+type sweepMetrics struct {
+	sweeps    *prometheus.CounterVec
+	cleaned   *prometheus.CounterVec
+	leftovers *prometheus.GaugeVec
+	errors    prometheus.Counter
+}
+
+func newSweepMetrics() *sweepMetrics {
+	return &sweepMetrics{
+		sweeps:    counterVec("record_sweeps_total", "Sweeps for leftover claims, by result: swept, or skipped entirely because the kubelet's DRA checkpoint is missing or unreadable.", "result"),
+		cleaned:   counterVec("record_cleaned_claims_total", "Leftover claims (not listed by the kubelet's DRA checkpoint) unprepared and removed from the record, by reason: claim-deleted, claim-recreated, claim-unreserved.", "reason"),
+		leftovers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dranode", Name: "record_leftover_claims", Help: "Leftover claims found by the last sweep, not cleaned yet (in their grace period, or their unprepare failed), by reason."}, []string{"reason"}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "dranode", Name: "record_sweep_errors_total",
+			Help: "Claims a sweep could not check (API lookup failed) or clean (plugin unprepare failed); each is retried at the next sweep.",
+		}),
+	}
+}
+
+func (m *sweepMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.sweeps, m.cleaned, m.leftovers, m.errors}
+}
+
+// refusedCollector is dranode_plugin_refused{plugin}: 1 for a configured
+// plugin the agent refused to run, 0 for the others, so an alert can fire
+// on the series without knowing the plugins.
+func refusedCollector(a *Agent) prometheus.Collector {
+	desc := prometheus.NewDesc("dranode_plugin_refused",
+		"1 when the agent refused to run a configured driver plugin (wrong sha256, not executable); see /readyz and the log for why.",
+		[]string{"plugin"}, nil)
+	return collectorFunc{descs: []*prometheus.Desc{desc}, collect: func(ch chan<- prometheus.Metric) {
+		refused := a.Refused()
+		for _, d := range a.cfg.Plugins.Drivers {
+			name := pluginName(d)
+			v := 0.0
+			if slices.ContainsFunc(refused, func(r *PluginRefusedError) bool { return r.Plugin == name }) {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, name)
+		}
+	}}
 }

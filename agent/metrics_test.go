@@ -135,7 +135,7 @@ func TestPreparePhaseMetrics(t *testing.T) {
 			}
 		})
 	}
-	if a.cache.Len() != 3 {
-		t.Errorf("record holds %d claims, want 3", a.cache.Len())
+	if a.record.cache.Len() != 3 {
+		t.Errorf("record holds %d claims, want 3", a.record.cache.Len())
 	}
 }

@@ -29,11 +29,13 @@ func (s *heldSource) GetClaim(ctx context.Context, namespace, name string) (*res
 	return s.ClaimSource.GetClaim(ctx, namespace, name)
 }
 
-// A claim new to the record is recorded as PrepareStarted while it is
-// being read (the commit overlaps the read); one whose name the record
-// holds under another UID is not, as that case may unprepare the other
-// claim and is decided after the read.
-func TestNewClaimRecordedWhileRead(t *testing.T) {
+// A claim is recorded as PrepareStarted only once it has been read and
+// found usable, whether the record knows nothing of it or holds its name
+// under another UID (a case that may unprepare the other claim): while the
+// read is held, the record does not know the claim. Prepare reads top to
+// bottom; the overlap of the commit with the read that an earlier version
+// had did not pay (BENCHMARKS.md, "Recording while the claim is read").
+func TestClaimRecordedOnlyAfterRead(t *testing.T) {
 	e := newTestEnv(t, gpuDriver)
 	src := &heldSource{ClaimSource: DirClaimSource{Dir: e.claimsDir}, reading: make(chan string, 1), release: make(chan struct{})}
 	a := e.start(t, Options{Claims: src})
@@ -47,13 +49,15 @@ func TestNewClaimRecordedWhileRead(t *testing.T) {
 		_, err := a.Prepare(ctx, gpuDriver, ClaimRequest{Namespace: first.Namespace, Name: first.Name, UID: string(first.UID)})
 		done <- err
 	}()
-	<-src.reading
-	waitRecorded(t, a, string(first.UID), claimcache.PrepareStarted)
+	<-src.reading // the Prepare waits in the read: nothing after it has run
+	if e, err := a.record.cache.Get(string(first.UID)); !errors.Is(err, claimcache.ErrNotFound) {
+		t.Errorf("claim %s recorded before its read returned: %+v, %v", first.UID, e, err)
+	}
 	close(src.release)
 	if err := <-done; err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
-	if e, err := a.cache.Get(string(first.UID)); err != nil || e.State != claimcache.Prepared {
+	if e, err := a.record.cache.Get(string(first.UID)); err != nil || e.State != claimcache.Prepared {
 		t.Fatalf("after the prepare: %+v, %v", e, err)
 	}
 
@@ -66,30 +70,14 @@ func TestNewClaimRecordedWhileRead(t *testing.T) {
 		done <- err
 	}()
 	<-src.reading
-	time.Sleep(50 * time.Millisecond) // what an early commit would take, many times over
-	if e, err := a.cache.Get(stale.UID); !errors.Is(err, claimcache.ErrNotFound) {
+	if e, err := a.record.cache.Get(stale.UID); !errors.Is(err, claimcache.ErrNotFound) {
 		t.Errorf("claim %s recorded during its read although its name is recorded under another UID: %+v, %v", stale.UID, e, err)
 	}
 	close(src.release)
 	if err := <-done; !errors.Is(err, ErrClaimNotUsable) {
 		t.Fatalf("prepare of a stale UID: %v, want ErrClaimNotUsable", err)
 	}
-	if e, err := a.cache.Get(string(first.UID)); err != nil || e.State != claimcache.Prepared {
+	if e, err := a.record.cache.Get(string(first.UID)); err != nil || e.State != claimcache.Prepared {
 		t.Errorf("the recorded claim after a stale UID's prepare: %+v, %v", e, err)
-	}
-}
-
-func waitRecorded(t *testing.T, a *Agent, uid string, state claimcache.State) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		e, err := a.cache.Get(uid)
-		if err == nil && e.State == state {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("claim %s not recorded as %s while it is read: %+v, %v", uid, state, e, err)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/dranode/dranode/pluginmgr"
 )
 
@@ -79,9 +77,9 @@ func (a *Agent) refuse(d DriverConfig, err error) {
 		kv = append(kv, "expectedSHA256", ce.Expected, "actualSHA256", ce.Actual)
 	}
 	a.log.Error(err, "Driver plugin refused: it is not started, registered with the kubelet nor published; the other drivers are served", kv...)
-	a.mu.Lock()
-	a.refused = append(a.refused, r)
-	a.mu.Unlock()
+	a.drivers.mu.Lock()
+	a.drivers.refused = append(a.drivers.refused, r)
+	a.drivers.mu.Unlock()
 }
 
 // refuseUntrusted handles the error of pluginmgr's Start: each plugin
@@ -113,35 +111,15 @@ func (a *Agent) refuseUntrusted(startErr error) error {
 
 // Refused returns the plugins the agent refused to run, by name.
 func (a *Agent) Refused() []*PluginRefusedError {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := slices.Clone(a.refused)
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
+	out := slices.Clone(a.drivers.refused)
 	slices.SortFunc(out, func(x, y *PluginRefusedError) int { return strings.Compare(x.Plugin, y.Plugin) })
 	return out
 }
 
 func (a *Agent) isRefused(plugin string) bool {
 	return slices.ContainsFunc(a.Refused(), func(r *PluginRefusedError) bool { return r.Plugin == plugin })
-}
-
-// refusedCollector is dranode_plugin_refused{plugin}: 1 for a configured
-// plugin the agent refused to run, 0 for the others, so an alert can fire
-// on the series without knowing the plugins.
-func refusedCollector(a *Agent) prometheus.Collector {
-	desc := prometheus.NewDesc("dranode_plugin_refused",
-		"1 when the agent refused to run a configured driver plugin (wrong sha256, not executable); see /readyz and the log for why.",
-		[]string{"plugin"}, nil)
-	return collectorFunc{descs: []*prometheus.Desc{desc}, collect: func(ch chan<- prometheus.Metric) {
-		refused := a.Refused()
-		for _, d := range a.cfg.Plugins.Drivers {
-			name := pluginName(d)
-			v := 0.0
-			if slices.ContainsFunc(refused, func(r *PluginRefusedError) bool { return r.Plugin == name }) {
-				v = 1
-			}
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, name)
-		}
-	}}
 }
 
 // pluginName is the plugin's name as pluginmgr uses it: the configured name,

@@ -122,7 +122,7 @@ func TestRefuseUntrustedBinary(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a.refused = nil
+			a.drivers.refused = nil
 			err := a.refuseUntrusted(tt.startErr)
 			if tt.wantFatal == nil && err != nil || tt.wantFatal != nil && !errors.Is(err, tt.wantFatal) {
 				t.Errorf("refuseUntrusted = %v, want %v", err, tt.wantFatal)

@@ -69,18 +69,11 @@ type statusWriter struct {
 
 func newStatusWriter(rc rest.Interface, log logr.Logger, reg *prometheus.Registry) *statusWriter {
 	w := &statusWriter{
-		rest: rc,
-		log:  log,
-		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "claim_status_writes_total",
-			Help: "ResourceClaim status.devices writes accepted by the API server (op apply after a Prepare).",
-		}, []string{"driver", "op"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "claim_status_write_errors_total",
-			Help: "ResourceClaim status.devices writes that failed, by the API server's reason (Forbidden: RBAC or the per-driver resourceclaims/driver permission; Invalid; NotFound; Replaced: the claim was recreated; Timeout; Unknown: not reached). They never fail a Prepare or Unprepare.",
-		}, []string{"driver", "reason"}),
+		rest:    rc,
+		log:     log,
 		writers: map[string]*claimstatus.Writer{},
 	}
+	w.writes, w.errors = claimStatusMetrics()
 	w.queue = claimstatus.NewQueue(claimstatus.QueueOptions{
 		Workers: statusWorkers, MaxAttempts: statusAttempts, Timeout: statusWriteTimeout,
 		Calls: &w.calls, Result: w.result,

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/checkpoint/durable"
@@ -31,39 +29,6 @@ const (
 	// swept.
 	sweepKubeletUnreadable = "kubelet-checkpoint-unreadable"
 )
-
-// sweepMetrics are the sweeper's series.
-type sweepMetrics struct {
-	sweeps    *prometheus.CounterVec
-	cleaned   *prometheus.CounterVec
-	leftovers *prometheus.GaugeVec
-	errors    prometheus.Counter
-}
-
-func newSweepMetrics() *sweepMetrics {
-	return &sweepMetrics{
-		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "record_sweeps_total",
-			Help: "Sweeps for leftover claims, by result: swept, or skipped entirely because the kubelet's DRA checkpoint is missing or unreadable.",
-		}, []string{"result"}),
-		cleaned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "record_cleaned_claims_total",
-			Help: "Leftover claims (not listed by the kubelet's DRA checkpoint) unprepared and removed from the record, by reason: claim-deleted, claim-recreated, claim-unreserved.",
-		}, []string{"reason"}),
-		leftovers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "dranode", Name: "record_leftover_claims",
-			Help: "Leftover claims found by the last sweep, not cleaned yet (in their grace period, or their unprepare failed), by reason.",
-		}, []string{"reason"}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "dranode", Name: "record_sweep_errors_total",
-			Help: "Claims a sweep could not check (API lookup failed) or clean (plugin unprepare failed); each is retried at the next sweep.",
-		}),
-	}
-}
-
-func (m *sweepMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.sweeps, m.cleaned, m.leftovers, m.errors}
-}
 
 // sweeper finds and cleans leftover claims (claimcache.LeftoverTracker)
 // every cleanup.interval.
@@ -95,11 +60,11 @@ func (a *Agent) runSweeper(ctx context.Context, s *sweeper) {
 	defer t.Stop()
 	for {
 		// Only the instance holding the claim record sweeps it.
-		a.gate.mu.RLock()
-		if a.gate.held {
+		a.record.gate.mu.RLock()
+		if a.record.gate.held {
 			s.sweep(ctx, time.Now())
 		}
-		a.gate.mu.RUnlock()
+		a.record.gate.mu.RUnlock()
 		select {
 		case <-ctx.Done():
 			return
@@ -140,7 +105,7 @@ func (a *Agent) lookupClaim(ctx context.Context, ref claimcache.ClaimRef) (claim
 
 func (s *sweeper) sweep(ctx context.Context, now time.Time) {
 	a := s.a
-	rep, err := s.tracker.Find(a.cache, claimcache.LeftoverSource{
+	rep, err := s.tracker.Find(a.record.cache, claimcache.LeftoverSource{
 		Kubelet: a.kubeletUIDs,
 		Lookup:  func(ref claimcache.ClaimRef) (claimcache.APIClaim, error) { return a.lookupClaim(ctx, ref) },
 	}, now, a.cfg.Cleanup.GracePeriod)
@@ -175,38 +140,8 @@ func (s *sweeper) sweep(ctx context.Context, now time.Time) {
 	}
 	waiting := map[claimcache.LeftoverReason]int{}
 	for _, l := range rep.Leftovers {
-		log := a.log.WithValues("claimUID", l.Entry.Claim.UID, "claim", l.Entry.Claim.Namespace+"/"+l.Entry.Claim.Name,
-			"reason", string(l.Reason), "state", string(l.Entry.State), "leftoverSince", l.Since)
-		if !l.Due {
+		if !s.clean(ctx, l, now) {
 			waiting[l.Reason]++
-			log.V(2).Info("Leftover claim in its grace period", "gracePeriod", a.cfg.Cleanup.GracePeriod)
-			continue
-		}
-		e, err := a.cache.CleanLeftover(l,
-			func(claimcache.Entry) (bool, error) {
-				// Again, under the claim's lock: the kubelet writes its
-				// checkpoint before it calls Prepare, so a claim it
-				// started to prepare since Find is listed now.
-				listed, err := a.kubeletUIDs()
-				return err == nil && !listed[l.Entry.Claim.UID], err
-			},
-			func(e claimcache.Entry) error {
-				_, err := a.unprepareDrivers(logr.NewContext(ctx, log), e)
-				return err
-			})
-		switch {
-		case err == nil:
-			s.tracker.Forget(l.Entry.Claim.UID)
-			s.m.cleaned.WithLabelValues(string(l.Reason)).Inc()
-			log.Info("Leftover claim cleaned: no kubelet will unprepare it; unprepared through its plugins, CDI specs and record entry removed",
-				"drivers", driverNames(e), "after", now.Sub(l.Since).Round(time.Millisecond))
-		case errors.Is(err, claimcache.ErrNotFound), errors.Is(err, claimcache.ErrNotLeftover):
-			s.tracker.Forget(l.Entry.Claim.UID)
-			log.Info("Leftover claim not cleaned: it was unprepared or taken up by the kubelet meanwhile", "why", err.Error())
-		default:
-			waiting[l.Reason]++
-			s.m.errors.Inc()
-			log.Error(err, "Cleaning a leftover claim; retried at the next sweep")
 		}
 	}
 	s.m.leftovers.Reset()
@@ -214,6 +149,45 @@ func (s *sweeper) sweep(ctx context.Context, now time.Time) {
 		s.m.leftovers.WithLabelValues(string(reason)).Set(float64(n))
 	}
 	s.sweepCDIDebris(now)
+}
+
+// clean unprepares and removes one leftover claim once its grace period is
+// over; it reports false for one that stays (waiting or failed).
+func (s *sweeper) clean(ctx context.Context, l claimcache.Leftover, now time.Time) bool {
+	a := s.a
+	log := a.log.WithValues("claimUID", l.Entry.Claim.UID, "claim", l.Entry.Claim.Namespace+"/"+l.Entry.Claim.Name,
+		"reason", string(l.Reason), "state", string(l.Entry.State), "leftoverSince", l.Since)
+	if !l.Due {
+		log.V(2).Info("Leftover claim in its grace period", "gracePeriod", a.cfg.Cleanup.GracePeriod)
+		return false
+	}
+	e, err := a.record.cache.CleanLeftover(l,
+		func(claimcache.Entry) (bool, error) {
+			// Again, under the claim's lock: the kubelet writes its
+			// checkpoint before it calls Prepare, so a claim it
+			// started to prepare since Find is listed now.
+			listed, err := a.kubeletUIDs()
+			return err == nil && !listed[l.Entry.Claim.UID], err
+		},
+		func(e claimcache.Entry) error {
+			_, err := a.unprepareDrivers(logr.NewContext(ctx, log), e)
+			return err
+		})
+	switch {
+	case err == nil:
+		s.tracker.Forget(l.Entry.Claim.UID)
+		s.m.cleaned.WithLabelValues(string(l.Reason)).Inc()
+		log.Info("Leftover claim cleaned: no kubelet will unprepare it; unprepared through its plugins, CDI specs and record entry removed",
+			"drivers", driverNames(e), "after", now.Sub(l.Since).Round(time.Millisecond))
+	case errors.Is(err, claimcache.ErrNotFound), errors.Is(err, claimcache.ErrNotLeftover):
+		s.tracker.Forget(l.Entry.Claim.UID)
+		log.Info("Leftover claim not cleaned: it was unprepared or taken up by the kubelet meanwhile", "why", err.Error())
+	default:
+		s.m.errors.Inc()
+		log.Error(err, "Cleaning a leftover claim; retried at the next sweep")
+		return false
+	}
+	return true
 }
 
 // sweepCDIDebris removes, for this agent's drivers, CDI specs of claims
@@ -226,7 +200,7 @@ func (s *sweeper) sweepCDIDebris(now time.Time) {
 	a := s.a
 	for _, name := range a.Drivers() {
 		removed, err := a.specs.Sweep(name, cdi.ClaimClass, func(uid string) bool {
-			_, err := a.cache.Get(uid)
+			_, err := a.record.cache.Get(uid)
 			return !errors.Is(err, claimcache.ErrNotFound)
 		})
 		if err != nil {
@@ -281,11 +255,8 @@ func (a *Agent) startSweeper(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &sweeper{a: a, m: newSweepMetrics(), cancel: cancel, done: make(chan struct{})}
-	for _, c := range s.m.collectors() {
-		if err := a.opts.Registry.Register(c); err != nil {
-			return fmt.Errorf("registering the sweeper's metrics: %w", err)
-		}
-		a.metrics.collectors = append(a.metrics.collectors, c)
+	if err := a.metrics.add(a.opts.Registry, "sweeper's", s.m.collectors()); err != nil {
+		return err
 	}
 	a.log.Info("Sweeping for leftover claims", "interval", a.cfg.Cleanup.Interval, "gracePeriod", a.cfg.Cleanup.GracePeriod,
 		"kubeletCheckpoint", a.cfg.Kubelet.DRAManagerState)

@@ -1,0 +1,114 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dranode/dranode/inventory"
+	"github.com/dranode/dranode/pluginmgr"
+	"github.com/dranode/dranode/sliceclient"
+)
+
+func (a *Agent) newPublisher(d *driver) (*sliceclient.Publisher, error) {
+	pub, err := sliceclient.New(sliceclient.Options{
+		Client: a.client.slices, DriverName: d.name, NodeName: a.cfg.NodeName,
+		Debounce: a.cfg.Slices.SyncDelay,
+		OnError: func(err error) {
+			a.log.Error(err, "Publishing ResourceSlices", "driver", d.name)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("driver %s: %w", d.name, err)
+	}
+	return pub, nil
+}
+
+// startPublisher starts the driver's publisher and publishes its current
+// inventory; the publisher adopts the slices already stored, so an
+// unchanged inventory writes nothing.
+func (a *Agent) startPublisher(ctx context.Context, d *driver) error {
+	if a.standalone {
+		return nil
+	}
+	pub, err := a.newPublisher(d)
+	if err != nil {
+		return err
+	}
+	if err := pub.Start(ctx); err != nil {
+		return fmt.Errorf("driver %s: starting the ResourceSlice publisher: %w", d.name, err)
+	}
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
+	d.publisher = pub
+	if d.taints.haveOwn && !d.taints.waiting {
+		a.publishLocked(d)
+	}
+	return nil
+}
+
+func (a *Agent) onInventory(plugin string, inv inventory.Inventory) {
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
+	d, ok := a.drivers.byPlugin[plugin]
+	if !ok {
+		a.drivers.pending[plugin] = inv // the driver is registered after Launch returns
+		return
+	}
+	a.inventoryLocked(d, inv)
+}
+
+// publishLocked publishes the plugin's latest inventory with its unhealthy
+// devices tainted. The publisher writes only what differs from the stored
+// slices, so a call that changes nothing writes nothing.
+func (a *Agent) publishLocked(d *driver) {
+	if !a.standalone && d.publisher == nil {
+		return // handed over: the holder publishes; a reclaim publishes d.taints
+	}
+	inv := d.taints.published()
+	if d.publisher != nil {
+		if err := d.publisher.Update(inv); err != nil {
+			a.log.Error(err, "Inventory rejected", "driver", d.name)
+		}
+		return
+	}
+	dr := sliceclient.DryRun{DriverName: d.name, NodeName: a.cfg.NodeName}
+	paths, err := dr.WriteDir(a.cfg.Slices.DryRunDir, inv)
+	if err != nil {
+		a.log.Error(err, "Writing dry-run ResourceSlices", "driver", d.name)
+		return
+	}
+	if a.metrics != nil {
+		a.metrics.dryRunWrites.WithLabelValues(d.name).Add(float64(len(paths)))
+	}
+	a.log.V(1).Info("Dry-run ResourceSlices written", "driver", d.name, "dir", a.cfg.Slices.DryRunDir, "files", len(paths))
+}
+
+func (a *Agent) onHealth(plugin string, h []pluginmgr.DeviceHealth) {
+	a.drivers.mu.Lock()
+	d, ok := a.drivers.byPlugin[plugin]
+	if ok {
+		a.healthLocked(d, h)
+	} else {
+		a.drivers.health[plugin] = h
+	}
+	a.drivers.mu.Unlock()
+	if ok {
+		d.healthy.set(h)
+	}
+}
+
+// stopPublishers stops the drivers' slice publishers; the slices stay
+// published for the next instance to adopt.
+func (a *Agent) stopPublishers(drivers []*driver) {
+	a.drivers.mu.Lock()
+	var pubs []*sliceclient.Publisher
+	for _, d := range drivers {
+		if d.publisher != nil {
+			pubs = append(pubs, d.publisher)
+		}
+	}
+	a.drivers.mu.Unlock()
+	for _, p := range pubs {
+		p.Stop()
+	}
+}
