@@ -21,6 +21,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dranode/dranode/tools/envtest/hostlock"
 )
 
 // notScraped are dashboard series that a standalone agent after one good
@@ -185,6 +187,20 @@ func startStandaloneAgent(ctx context.Context, t *testing.T) *standaloneAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// make run also starts the loop example, which attaches real loop
+	// devices of this machine when run as root: hold the host lock, and
+	// detach its disks once the agent is gone (cleanups run last first).
+	hostlock.HoldT(t)
+	loop := build("examples", "./loop/cmd/loop-plugin", "loop-plugin")
+	loopSum, err := exec.Command("sha256sum", loop).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(loop, "detach", filepath.Join(run, "loop")).CombinedOutput(); err != nil {
+			t.Errorf("detaching the loop example's disks: %v\n%s", err, out)
+		}
+	})
 	claims, err := filepath.Abs("../../examples/config/claims")
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +211,7 @@ func startStandaloneAgent(ctx context.Context, t *testing.T) *standaloneAgent {
 	}
 	port := freePort(t)
 	cfg := strings.NewReplacer("@RUN@", run, "@BIN@", bin, "@CLAIMS@", claims, "@GPU_SHA256@", strings.Fields(string(sum))[0],
+		"@LOOP_SHA256@", strings.Fields(string(loopSum))[0],
 		"127.0.0.1:8085", fmt.Sprintf("127.0.0.1:%d", port)).Replace(string(tmpl))
 	if !strings.Contains(cfg, fmt.Sprintf("127.0.0.1:%d", port)) {
 		t.Fatal("examples/config/standalone.yaml no longer listens on 127.0.0.1:8085: update this test")
