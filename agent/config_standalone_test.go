@@ -32,6 +32,14 @@ func TestStandaloneAgentFirstContact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The loop example would attach this machine's loop devices as root;
+	// its own first contact is examples/loop's to test, under the host's
+	// test lock, which a library module's tests cannot take.
+	loop := strings.Index(string(data), "    # Loop block devices")
+	if loop < 0 || !strings.Contains(string(data[loop:]), "@LOOP_SHA256@") {
+		t.Fatal("examples/config/standalone.yaml: its loop driver, the last, is not where this test cuts: update the test")
+	}
+	data = data[:loop]
 	cfg := strings.NewReplacer("@RUN@", run, "@BIN@", filepath.Dir(plugin), "@CLAIMS@", abs,
 		"@GPU_SHA256@", hex.EncodeToString(sum[:]),
 		// 8085 may be a running agent's on a shared machine.

@@ -28,12 +28,18 @@ func Collect(environ []string, devDir, mountinfo string) (Report, error) {
 			}
 			return nil
 		}
-		if d.Type()&fs.ModeDevice == 0 {
+		if d.IsDir() {
 			return nil
 		}
+		// Not d.Type(): a device bind-mounted into /dev (a hostPath volume)
+		// has the type of the empty file the runtime made as its mount
+		// point in the directory; only a stat crosses the mount.
 		info, err := d.Info()
 		if err != nil {
 			r.Errors = append(r.Errors, err.Error())
+			return nil
+		}
+		if info.Mode()&fs.ModeDevice == 0 {
 			return nil
 		}
 		st, ok := info.Sys().(*syscall.Stat_t)
