@@ -37,6 +37,9 @@ type sweeper struct {
 	m       *sweepMetrics
 	tracker claimcache.LeftoverTracker
 	skipped string // the result of the last sweep that skipped, "" after one that swept
+	// standalone is the agent's mode when the sweeper started: no kubelet,
+	// so a missing kubelet checkpoint is expected.
+	standalone bool
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -118,7 +121,7 @@ func (s *sweeper) sweep(ctx context.Context, now time.Time) {
 		s.m.leftovers.Reset()
 		switch {
 		case s.skipped == result: // once per change: the metric tells the rest
-		case a.standalone && result == sweepKubeletMissing:
+		case s.standalone && result == sweepKubeletMissing:
 			// No kubelet, no checkpoint: expected, not an error.
 			a.log.Info("Sweep for leftover claims skipped: standalone, no kubelet checkpoint, so nothing is cleaned",
 				"path", a.cfg.Kubelet.DRAManagerState, "result", result)
@@ -254,7 +257,7 @@ func (a *Agent) startSweeper(ctx context.Context) error {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &sweeper{a: a, m: newSweepMetrics(), cancel: cancel, done: make(chan struct{})}
+	s := &sweeper{a: a, m: newSweepMetrics(), standalone: a.standalone, cancel: cancel, done: make(chan struct{})}
 	if err := a.metrics.add(a.opts.Registry, "sweeper's", s.m.collectors()); err != nil {
 		return err
 	}
