@@ -47,8 +47,14 @@ func TestCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := values.Drivers["gpu"]; len(values.Drivers) != 1 || d.Path != "/opt/dranode/plugins/gpu-plugin" || d.SHA256 != plugins[0].SHA256 {
-		t.Errorf("digests printed %+v, want gpu at %s", values.Drivers, plugins[0].SHA256)
+	// Every plugin in the image (gpu, loop), by the chart's driver name.
+	if len(values.Drivers) != len(plugins) || len(plugins) < 2 {
+		t.Errorf("digests printed %+v, want one entry for each of the image's plugins %+v", values.Drivers, plugins)
+	}
+	for _, p := range plugins {
+		if d := values.Drivers[p.Name]; d.Path != p.Path || d.SHA256 != p.SHA256 {
+			t.Errorf("digests printed %s as %+v, want %s at %s", p.Name, d, p.Path, p.SHA256)
+		}
 	}
 
 	tarFile := filepath.Join(t.TempDir(), "agent.tar")
