@@ -476,13 +476,11 @@ func (c *cluster) metric(name string) float64 {
 
 // agentRegistrations counts the kubelet's registrations of the agent's
 // plugin in the agent's log (the kubelet's NotifyRegistrationStatus).
-func (c *cluster) agentRegistrations() int {
-	c.t.Helper()
+// The log comes through the kubelet, so it fails while the kubelet is
+// down or starting.
+func (c *cluster) agentRegistrations() (int, error) {
 	log, err := c.agentLog(c.agentPod(), false)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return strings.Count(log, "Registered with the kubelet")
+	return strings.Count(log, "Registered with the kubelet"), err
 }
 
 // kubeletPodSyncs is how many pod syncs the running kubelet has done, from

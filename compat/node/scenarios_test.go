@@ -304,7 +304,10 @@ func TestKubeletRestartWhilePodsRun(t *testing.T) {
 		pods = append(pods, p)
 	}
 	prepared := c.metric(fmt.Sprintf("dranode_prepare_duration_seconds_count{driver=%q}", driverName))
-	registrations := c.agentRegistrations()
+	registrations, err := c.agentRegistrations()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := c.node.StopKubelet(); err != nil {
 		t.Fatal(err)
 	}
@@ -314,10 +317,12 @@ func TestKubeletRestartWhilePodsRun(t *testing.T) {
 	// The new kubelet registers the plugin again and syncs every pod (the
 	// claim pods and the agent's): the checks below mean something only
 	// after both.
+	var lastErr error
 	eventually(c, "the restarted kubelet registering the plugin", func() (int, bool) {
-		n := c.agentRegistrations()
-		return n, n > registrations
-	}, func() string { return fmt.Sprint(registrations, " registrations before the restart") })
+		n, err := c.agentRegistrations()
+		lastErr = err
+		return n, err == nil && n > registrations
+	}, func() string { return fmt.Sprint(registrations, " registrations before the restart; ", lastErr) })
 	var syncs float64
 	eventually(c, "the restarted kubelet syncing every pod", func() (float64, bool) {
 		syncs = c.kubeletPodSyncs()
