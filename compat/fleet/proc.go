@@ -4,109 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/dranode/dranode/tools/envtest/childproc"
 )
 
 // Process is a driver binary running in a process group of its own (its
-// plugins with it), its output appended to a log file.
-type Process struct {
-	Path, LogPath string
-	Args          []string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exit   chan struct{}
-	groups []int
-}
+// plugins with it), its output appended to a log file: the restartable
+// child the other harnesses use too.
+type Process = childproc.Restartable
 
 // ErrExited is returned when a process ended while it was waited for.
-var ErrExited = errors.New("process exited")
-
-// Start runs the binary.
-func (p *Process) Start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd != nil {
-		return fmt.Errorf("%s already running", p.Path)
-	}
-	log, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("log of %s: %w", p.Path, err)
-	}
-	cmd := exec.Command(p.Path, p.Args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	// Own group, killed by Stop: a driver's plugin children must not
-	// outlive the test.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return fmt.Errorf("start %s: %w", p.Path, err)
-	}
-	exit := make(chan struct{})
-	p.cmd, p.exit = cmd, exit
-	p.groups = append(p.groups, cmd.Process.Pid)
-	go func() {
-		_ = cmd.Wait()
-		log.Close()
-		close(exit)
-	}()
-	return nil
-}
-
-// PID is the running process's ID, 0 when it is not running.
-func (p *Process) PID() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return 0
-	}
-	return p.cmd.Process.Pid
-}
-
-// Exited is closed when the process started last has ended.
-func (p *Process) Exited() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.exit
-}
-
-// Stop sends SIGTERM, as the kubelet does to a pod, waits up to 20 s for
-// the process, then kills its group and the groups of earlier starts.
-func (p *Process) Stop() {
-	p.mu.Lock()
-	cmd, exit, groups := p.cmd, p.exit, p.groups
-	p.cmd, p.groups = nil, nil
-	p.mu.Unlock()
-	if cmd != nil {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exit:
-		case <-time.After(20 * time.Second):
-		}
-	}
-	for _, g := range groups {
-		_ = syscall.Kill(-g, syscall.SIGKILL)
-	}
-	if cmd != nil {
-		<-exit
-	}
-}
-
-// LogTail is the last n lines of the process's output.
-func (p *Process) LogTail(n int) string {
-	data, _ := os.ReadFile(p.LogPath)
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+var ErrExited = childproc.ErrExited
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times: 100 on
 // every Linux architecture Go supports.
