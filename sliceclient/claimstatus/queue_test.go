@@ -39,7 +39,9 @@ func newFakeServer(t *testing.T) *fakeServer {
 		if err := json.Unmarshal(data, &body); err != nil {
 			t.Errorf("body %q: %v", data, err)
 		}
-		f.seen <- body.Metadata.Name + "/" + string(rune('0'+len(body.Status.Devices)))
+		// Decide before reporting the request: a test that saw it may
+		// change hold at once, and a request that read hold after that
+		// would not wait for the release the test then sends.
 		f.mu.Lock()
 		hold := f.hold
 		code := http.StatusOK
@@ -47,6 +49,7 @@ func newFakeServer(t *testing.T) *fakeServer {
 			code, f.codes = f.codes[0], f.codes[1:]
 		}
 		f.mu.Unlock()
+		f.seen <- body.Metadata.Name + "/" + string(rune('0'+len(body.Status.Devices)))
 		if hold {
 			<-f.release
 		}
