@@ -28,7 +28,7 @@ TESTFLAGS ?=
 # cold cache; go test's default 10-minute limit is too tight for that on 2 cores.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all test check lint vet workspace tidy-check fmt-check generate generate-check list-modules controlplane node \
+.PHONY: all test check lint vet workspace tidy-check fmt-check binaries-check generate generate-check list-modules controlplane node \
 	release-check release-prepare release-tag release-proxy release-consumers release-apicheck
 all: check
 
@@ -84,13 +84,25 @@ check:
 	sort -k2 -n -r $(CHECK_TIMES) | awk '{ printf "    %5ds  %s\n", $$2, $$1 }'; \
 	exit $$rc
 
-LINT_STEPS := fmt-check release-check release-apicheck tidy-check workspace generate-check
+LINT_STEPS := fmt-check binaries-check release-check release-apicheck tidy-check workspace generate-check
 lint: $(LINT_STEPS)
 
 fmt-check:
 	@echo "==> gofmt"
 	@out="$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+# A `go build` in a module's directory leaves its binary there, and `git add
+# -A` commits it (a 30 MB plugin and a 5 MB release tool did): no tracked file
+# may be an executable (ELF) or larger than 2 MB.
+binaries-check:
+	@echo "==> no binaries or large files tracked"
+	@bad=$$( { git diff --cached --numstat $(EMPTY_TREE) | awk -F'\t' '$$1 == "-" { print $$3 }' | \
+		while read -r f; do [ "$$(git cat-file blob ":$$f" | head -c 4 | od -An -tx1 | tr -d ' \n')" != 7f454c46 ] || echo "$$f (executable)"; done; \
+		git ls-files -s | awk '{ print $$2, $$4 }' | git cat-file --batch-check='%(objectsize) %(rest)' | \
+		awk '$$1 > 2097152 { print $$2 " (" $$1 " bytes)" }'; } ); \
+	if [ -n "$$bad" ]; then echo "tracked binaries or files over 2 MB (remove them, or .gitignore the build output):"; echo "$$bad"; exit 1; fi
+EMPTY_TREE := 4b825dc642cb6eb9a060e54bf8d69288fbee4904
 
 # The release tool (scripts/release; go doc there lists its rules). Its own
 # tests, run by test/scripts/release, prove each rule on scratch copies and
