@@ -12,9 +12,12 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -22,7 +25,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"go.yaml.in/yaml/v3"
 )
@@ -181,6 +183,8 @@ func (o *Options) defaults() error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	// Build's steps run side by side; each line is one Write.
+	o.Log = &lockedWriter{w: o.Log}
 	if o.SourceDateEpoch < 0 {
 		return fmt.Errorf("images: SourceDateEpoch %d is before the Unix epoch", o.SourceDateEpoch)
 	}
@@ -210,43 +214,45 @@ func Build(ctx context.Context, o Options) (map[string]Layout, error) {
 	}
 	defer os.RemoveAll(binDir)
 
-	built := map[string]map[binary]string{} // by GOARCH
-	out := map[string]Layout{}
+	refs := map[string]string{}
 	for _, n := range o.Images {
-		spec := specs[n]
-		ref, err := Reference(n, o.Tag)
-		if err != nil {
+		if refs[n], err = Reference(n, o.Tag); err != nil {
 			return nil, err
 		}
-		var plats []platformImage
-		for _, arch := range o.Arches {
-			if built[arch] == nil {
-				built[arch] = map[binary]string{}
-			}
-			for _, l := range spec.layers {
-				for _, b := range l.binaries {
-					if _, ok := built[arch][b]; ok {
-						continue
-					}
-					file := filepath.Join(binDir, arch, strconv.Itoa(len(built[arch])), path.Base(b.path))
-					if err := goBuild(ctx, o, arch, b, file); err != nil {
-						return nil, err
-					}
-					built[arch][b] = file
+	}
+	built, err := buildBinaries(ctx, o, binDir)
+	if err != nil {
+		return nil, err
+	}
+	// Each platform's image is independent of the others: compressing one
+	// image's layers (a single core each) runs beside another's.
+	plats := map[string][]platformImage{}
+	var jobs []func() error
+	for _, n := range o.Images {
+		plats[n] = make([]platformImage, len(o.Arches))
+		for i, arch := range o.Arches {
+			jobs = append(jobs, func() error {
+				spec := specs[n]
+				img, err := buildImage(spec, built[arch], o, arch)
+				if err != nil {
+					return fmt.Errorf("image %s (%s): %w", n, arch, err)
 				}
-			}
-			img, err := buildImage(spec, built[arch], o, arch)
-			if err != nil {
-				return nil, fmt.Errorf("image %s (%s): %w", n, arch, err)
-			}
-			doc, err := sbom(n+"/"+arch, ref, imageBinaries(spec), built[arch], time.Unix(o.SourceDateEpoch, 0))
-			if err != nil {
-				return nil, fmt.Errorf("image %s (%s): SBOM: %w", n, arch, err)
-			}
-			plats = append(plats, platformImage{arch: arch, img: img, sbom: doc})
+				doc, err := sbom(n+"/"+arch, refs[n], imageBinaries(spec), built[arch], time.Unix(o.SourceDateEpoch, 0))
+				if err != nil {
+					return fmt.Errorf("image %s (%s): SBOM: %w", n, arch, err)
+				}
+				plats[n][i] = platformImage{arch: arch, img: img, sbom: doc}
+				return nil
+			})
 		}
+	}
+	if err := runBounded(jobs); err != nil {
+		return nil, err
+	}
+	out := map[string]Layout{}
+	for _, n := range o.Images {
 		dst := filepath.Join(o.Out, n)
-		if err := writeLayout(plats, ref, o, dst); err != nil {
+		if err := writeLayout(plats[n], refs[n], o, dst); err != nil {
 			return nil, fmt.Errorf("image %s: %w", n, err)
 		}
 		lay, err := ReadLayout(dst)
@@ -258,6 +264,46 @@ func Build(ctx context.Context, o Options) (map[string]Layout, error) {
 		out[n] = lay
 	}
 	return out, nil
+}
+
+// buildBinaries compiles every binary of o.Images for every architecture
+// of o.Arches once, into binDir, and returns their files by architecture.
+func buildBinaries(ctx context.Context, o Options, binDir string) (map[string]map[binary]string, error) {
+	built := map[string]map[binary]string{}
+	var jobs []func() error
+	for _, arch := range o.Arches {
+		built[arch] = map[binary]string{}
+		for _, n := range o.Images {
+			for _, b := range imageBinaries(specs[n]) {
+				if _, ok := built[arch][b]; ok {
+					continue
+				}
+				file := filepath.Join(binDir, arch, strconv.Itoa(len(built[arch])), path.Base(b.path))
+				built[arch][b] = file
+				jobs = append(jobs, func() error { return goBuild(ctx, o, arch, b, file) })
+			}
+		}
+	}
+	return built, runBounded(jobs)
+}
+
+// runBounded runs jobs, as many at once as the process may use CPUs, and
+// returns their errors joined.
+func runBounded(jobs []func() error) error {
+	errs := make([]error, len(jobs))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = job()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(slices.DeleteFunc(errs, func(err error) bool { return err == nil })...)
 }
 
 // Revision returns the git commit checked out in root, with "-dirty" when
@@ -339,13 +385,7 @@ func buildImage(spec imageSpec, built map[binary]string, o Options, arch string)
 		return nil, err
 	}
 	for _, l := range spec.layers {
-		data, err := layerTar(l, built, created)
-		if err != nil {
-			return nil, err
-		}
-		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-			return io.NopCloser(bytes.NewReader(data)), nil
-		}, tarball.WithMediaType(types.OCILayer))
+		layer, err := newMemLayer(func(w io.Writer) error { return writeLayerTar(w, l, built, created) })
 		if err != nil {
 			return nil, err
 		}
@@ -360,10 +400,10 @@ func buildImage(spec imageSpec, built map[binary]string, o Options, arch string)
 	return mutate.Annotations(img, annotations).(v1.Image), nil
 }
 
-// layerTar returns an uncompressed layer: the binaries at their paths,
+// writeLayerTar writes an uncompressed layer to w: the binaries at their paths,
 // mode 0755, with every parent directory, owned by root and dated created,
 // entries sorted by path so the bytes never depend on map order.
-func layerTar(l layerSpec, built map[binary]string, created time.Time) ([]byte, error) {
+func writeLayerTar(w io.Writer, l layerSpec, built map[binary]string, created time.Time) error {
 	type entry struct {
 		hdr  tar.Header
 		file string
@@ -388,11 +428,11 @@ func layerTar(l layerSpec, built map[binary]string, created time.Time) ([]byte, 
 	for _, b := range l.binaries {
 		file, ok := built[b]
 		if !ok {
-			return nil, fmt.Errorf("binary %s was not built", b.path)
+			return fmt.Errorf("binary %s was not built", b.path)
 		}
 		fi, err := os.Stat(file)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if parent := path.Dir(b.path); parent != "/" {
 			if _, ok := entries[strings.TrimPrefix(parent, "/")+"/"]; !ok {
@@ -408,32 +448,28 @@ func layerTar(l layerSpec, built map[binary]string, created time.Time) ([]byte, 
 	}
 	sort.Strings(names)
 
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	tw := tar.NewWriter(w)
 	for _, n := range names {
 		e := entries[n]
 		e.hdr.ModTime = created
 		e.hdr.Format = tar.FormatPAX
 		if err := tw.WriteHeader(&e.hdr); err != nil {
-			return nil, err
+			return err
 		}
 		if e.file == "" {
 			continue
 		}
 		f, err := os.Open(e.file)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		_, err = io.Copy(tw, f)
 		f.Close()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", e.file, err)
+			return fmt.Errorf("%s: %w", e.file, err)
 		}
 	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return tw.Close()
 }
 
 // writeLayout writes img as the only image of a fresh layout and then moves
@@ -502,4 +538,16 @@ func writeLayout(plats []platformImage, ref string, o Options, dst string) error
 		return err
 	}
 	return os.Rename(tmp, dst)
+}
+
+// lockedWriter serialises the writes of Build's concurrent steps.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
