@@ -66,23 +66,26 @@ vet: $(addprefix vet/,$(ALL_MODULES))
 vet/%:
 	cd $* && GOWORK=off $(GO) vet ./...
 
-# check runs its steps one by one, timing each, and prints the times at the
-# end (slowest first, also on failure) so that the next slow step is seen.
-# The builds the tests wait for (control plane, node) are steps of their own.
-CHECK_STEPS = controlplane $(LINT_STEPS) $(addprefix test/,$(filter-out compat/node,$(ALL_MODULES))) node test/compat/node
+# check runs the control-plane build and the quick lint checks one by one,
+# then every module's tests CHECK_JOBS at a time (scripts/check-steps.sh says
+# why), and prints how long each step took at the end (slowest first, also
+# on failure) so that the next slow step is seen. The order below starts
+# the longest first. compat/node runs a real node and holds the host-wide
+# test lock (tools/envtest/hostlock) for minutes; the other modules that
+# take that lock (scripts/image's containerd, the examples' loop devices,
+# integration's standalone agent) come after enough others to run once it
+# is free instead of waiting for it. CHECK_JOBS=1 runs one step at a time.
+CHECK_JOBS ?= 2
+CHECK_SERIAL = controlplane $(filter-out workspace,$(LINT_STEPS))
+CHECK_FIRST := compat/node compat/e2e scripts/release tools/envtest compat/powerloss checkpoint \
+	scripts/image integration agent compat/fleet
+CHECK_PARALLEL = $(addprefix test/,$(CHECK_FIRST)) workspace \
+	$(addprefix test/,$(filter-out $(CHECK_FIRST),$(ALL_MODULES)))
 CHECK_TIMES := $(CURDIR)/.run/check-times
 
 check:
-	@mkdir -p $(dir $(CHECK_TIMES)); : > $(CHECK_TIMES); rc=0; begin=$$(date +%s); \
-	for step in $(CHECK_STEPS); do \
-		start=$$(date +%s); \
-		$(MAKE) --no-print-directory $$step || rc=$$?; \
-		echo "$$step $$(( $$(date +%s) - start ))" >> $(CHECK_TIMES); \
-		[ $$rc -eq 0 ] || { echo "==> check FAILED in $$step"; break; }; \
-	done; \
-	echo "==> check took $$(( $$(date +%s) - begin ))s; by step, slowest first:"; \
-	sort -k2 -n -r $(CHECK_TIMES) | awk '{ printf "    %5ds  %s\n", $$2, $$1 }'; \
-	exit $$rc
+	@MAKE="$(MAKE)" CHECK_JOBS="$(CHECK_JOBS)" CHECK_TIMES="$(CHECK_TIMES)" CHECK_LOGS="$(CURDIR)/.run/check-logs" \
+		scripts/check-steps.sh $(CHECK_SERIAL) -- $(CHECK_PARALLEL)
 
 LINT_STEPS := fmt-check binaries-check release-check release-apicheck tidy-check workspace generate-check
 lint: $(LINT_STEPS)

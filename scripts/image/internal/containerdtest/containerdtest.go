@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dranode/dranode/tools/envtest/hostlock"
 )
 
 // Containerd is a running containerd.
@@ -71,6 +73,14 @@ func Start(t testing.TB, root string) *Containerd {
 	if os.Geteuid() != 0 {
 		t.Fatal("containerd needs root")
 	}
+	// Its shims put their sockets in the host's /run/containerd/s whatever
+	// the configured state directory, and its containers' cgroups are the
+	// host's: a real node's test (compat/node) must not see them appear.
+	release, err := hostlock.Hold(context.Background(), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
 	c := &Containerd{Env: NodeEnv(t, root), dir: t.TempDir(), log: &bytes.Buffer{}}
 	c.Socket = filepath.Join(c.dir, "containerd.sock")
 	c.RuncRoot = filepath.Join(c.dir, "runc")

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# check-steps.sh runs make check's steps and prints how long each took.
+#
+#   scripts/check-steps.sh SERIAL_STEP... -- PARALLEL_STEP...
+#
+# The serial steps (the control-plane build every test needs, the quick lint
+# checks) run one by one, in order, their output streamed. The parallel
+# steps (one per module's tests) then run CHECK_JOBS at a time, in the order
+# given (slowest first, so that the last to start are short): most modules'
+# tests wait on processes, fsync or the network for a good part of their
+# time, so two at once keep both cores busy where one at a time left one
+# idle. Each parallel step's output goes to a log and is printed whole when
+# the step ends, so that two steps' lines never interleave.
+#
+# A failed step stops new steps from starting; the ones running finish (a
+# killed test could leave the host changed), then the script fails naming
+# every failed step. The times go to CHECK_TIMES and are printed at the end,
+# slowest first, also on failure.
+#
+# Environment: MAKE (default make), CHECK_JOBS (default 2), CHECK_TIMES
+# (default .run/check-times), CHECK_LOGS (default .run/check-logs).
+set -uo pipefail
+
+MAKE=${MAKE:-make}
+jobs=${CHECK_JOBS:-2}
+times=${CHECK_TIMES:-.run/check-times}
+logs=${CHECK_LOGS:-.run/check-logs}
+case $jobs in '' | *[!0-9]* | 0)
+	echo "check-steps: CHECK_JOBS=$jobs: want a number of steps at once, at least 1" >&2
+	exit 2
+	;;
+esac
+
+serial=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do serial+=("$1"); shift; done
+[ $# -gt 0 ] && shift
+parallel=("$@")
+
+mkdir -p "$(dirname "$times")" "$logs"
+: >"$times"
+begin=$(date +%s)
+failed=()
+
+report() {
+	echo "==> check took $(($(date +%s) - begin))s (CHECK_JOBS=$jobs); by step, slowest first:"
+	sort -k2 -n -r "$times" | awk '{ printf "    %5ds  %s\n", $2, $1 }'
+	if [ ${#failed[@]} -gt 0 ]; then
+		# Repeated last: other steps' logs may have followed the failure.
+		for step in "${failed[@]}"; do
+			[ -f "$logs/${step//\//_}.log" ] || continue
+			echo "==> the end of $step's log ($logs/${step//\//_}.log):"
+			tail -n 60 "$logs/${step//\//_}.log"
+		done
+		echo "==> check FAILED in: ${failed[*]}"
+		exit 1
+	fi
+}
+
+for step in "${serial[@]}"; do
+	start=$(date +%s)
+	$MAKE --no-print-directory "$step"
+	rc=$?
+	echo "$step $(($(date +%s) - start))" >>"$times"
+	if [ $rc -ne 0 ]; then
+		failed+=("$step")
+		report
+	fi
+done
+
+declare -A step_of start_of
+running=0
+# finish waits for one running step, prints its log and records it.
+finish() {
+	local pid rc step
+	wait -n -p pid
+	rc=$?
+	step=${step_of[$pid]}
+	unset "step_of[$pid]"
+	running=$((running - 1))
+	echo "$step $(($(date +%s) - start_of[$step]))" >>"$times"
+	echo "==> $step: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)") after $(($(date +%s) - start_of[$step]))s"
+	cat "$logs/${step//\//_}.log"
+	[ $rc -eq 0 ] || failed+=("$step")
+}
+
+for step in "${parallel[@]}"; do
+	[ ${#failed[@]} -eq 0 ] || break
+	while [ $running -ge "$jobs" ]; do finish; done
+	[ ${#failed[@]} -eq 0 ] || break
+	echo "==> start $step"
+	start_of[$step]=$(date +%s)
+	$MAKE --no-print-directory "$step" >"$logs/${step//\//_}.log" 2>&1 &
+	step_of[$!]=$step
+	running=$((running + 1))
+done
+while [ $running -gt 0 ]; do finish; done
+report
