@@ -34,6 +34,9 @@ import (
 func BenchmarkShares(b *testing.B) {
 	profileDir := os.Getenv("DRABENCH_PROFILE_DIR")
 	if profileDir != "" {
+		if err := os.MkdirAll(profileDir, 0o755); err != nil {
+			b.Fatalf("DRABENCH_PROFILE_DIR: %v", err)
+		}
 		b.Setenv("DRANODE_HTTP_PPROF", "true")
 	}
 	kinds := []string{kindNull, kindAgent, kindUpstream}
