@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
@@ -56,11 +58,20 @@ func (k *Kubelet) RegisterNext(ctx context.Context) (*Plugin, error) {
 		if err != nil {
 			return nil, err
 		}
+		var p *Plugin
 		if sock != "" {
-			p, err := k.register(ctx, sock)
+			p, err = k.register(ctx, sock)
+			if status.Code(err) == codes.Unavailable {
+				// The file exists from the driver's bind, before its listen
+				// (connection refused), or is an old driver's left behind:
+				// like the kubelet's plugin manager, try again.
+				p, err = nil, nil
+			}
 			if err != nil {
 				return nil, err
 			}
+		}
+		if p != nil {
 			k.mu.Lock()
 			if k.seen == nil {
 				k.seen = map[string]string{}
