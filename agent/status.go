@@ -23,11 +23,14 @@ import (
 //     API server that a Prepare need not wait for
 //     (integration/agent BenchmarkPrepareDeviceStatus: about 15 ms on a
 //     loaded 2-core machine, as much as the rest of the Prepare);
-//   - yielding to the kubelet: the worker writes only while no
-//     NodePrepareResources or NodeUnprepareResources call is in flight
-//     (or after the queue's MaxYield under constant load), so on a node
-//     that shares its cores with the API server a prepare does not wait
-//     behind status writes;
+//   - yielding to the kubelet: the worker writes only once no
+//     NodePrepareResources or NodeUnprepareResources call has been in
+//     flight for the queue's quiet period (claimstatus.DefaultQuiet), or
+//     after its MaxYield under constant load. The kubelet's calls for a
+//     burst of pods come one after another; waiting only for "none in
+//     flight" let a write into every gap between two of them, and on a
+//     node that shares its cores with the API server the next prepare
+//     waited behind it (compat/drabench);
 //   - coalesced per claim: only the newest unsent intent of a claim and
 //     driver is kept;
 //   - no write the API server would make pointless: an Unprepare only drops

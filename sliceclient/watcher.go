@@ -193,14 +193,25 @@ func (w *Watcher) subscribe(node string, observe func(obj any, deleted bool)) (u
 // newSliceInformer watches the ResourceSlices that selector picks.
 func newSliceInformer(client Client, selector string, indexers cache.Indexers) cache.SharedIndexInformer {
 	slices := client.ResourceSlices
+	// Lists and watches after a failed one wait a random part of
+	// ReconnectSpread (reconnect.go).
+	spread := newReconnects()
 	informer := cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (list runtime.Object, err error) {
 			o.FieldSelector = selector
-			return slices.List(ctx, o)
+			err = spread.call(ctx, func() error {
+				list, err = slices.List(ctx, o)
+				return err
+			})
+			return list, err
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (w watch.Interface, err error) {
 			o.FieldSelector = selector
-			return slices.Watch(ctx, o)
+			err = spread.call(ctx, func() error {
+				w, err = slices.Watch(ctx, o)
+				return err
+			})
+			return w, err
 		},
 	}, &resourceapi.ResourceSlice{}, 0, indexers)
 	// Nothing here reads managedFields, and for a slice they list every

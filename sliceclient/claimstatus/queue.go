@@ -23,10 +23,13 @@ import (
 //   - writes of one claim and Writer are never concurrent and keep their
 //     order;
 //   - writes yield to the kubelet's calls: with [QueueOptions.Calls] set,
-//     a worker waits until no call is in flight (at most
-//     [QueueOptions.MaxYield]) before each write, so the status competes
-//     neither for the node's CPU nor for the API server while the kubelet
-//     waits for a prepare;
+//     a worker waits until no call has been in flight for
+//     [QueueOptions.Quiet] (at most [QueueOptions.MaxYield]) before each
+//     write, so the status competes neither for the node's CPU nor for the
+//     API server while the kubelet works through a burst of prepares (its
+//     calls come one after another, and "none in flight" alone lets a
+//     write into every gap between two of them); a claim unprepared within
+//     the burst costs no write at all;
 //   - a write that failed for a reason that may pass (a timeout, throttling,
 //     the server unreachable) is tried again with backoff, unless a newer
 //     intent came meanwhile; a refusal is final.
@@ -53,6 +56,8 @@ type Queue struct {
 	// yielding, in tests, is called when a worker starts waiting for the
 	// calls in flight.
 	yielding func()
+	// after, in tests, replaces time.After for the quiet period.
+	after func(time.Duration) <-chan time.Time
 	// cancel ends the workers' waits and writes when Stop gives up.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -69,8 +74,13 @@ type QueueOptions struct {
 	// Timeout bounds one write; default 10 s.
 	Timeout time.Duration
 	// Calls, when set, makes every write wait until no call counted by it
-	// is in flight.
+	// has been in flight for Quiet.
 	Calls *Calls
+	// Quiet is how long the calls must have been over before a write goes
+	// out; default 200 ms, about the gap between two pods' prepares
+	// when a node starts many. A negative value waits only for the calls
+	// in flight.
+	Quiet time.Duration
 	// MaxYield bounds that wait, so that a node under constant load still
 	// gets its status written; default 5 s.
 	MaxYield time.Duration
@@ -118,6 +128,12 @@ func NewQueue(opts QueueOptions) *Queue {
 	}
 	if opts.MaxYield <= 0 {
 		opts.MaxYield = 5 * time.Second
+	}
+	switch {
+	case opts.Quiet == 0:
+		opts.Quiet = DefaultQuiet
+	case opts.Quiet < 0:
+		opts.Quiet = 0
 	}
 	q := &Queue{
 		opts:     opts,
@@ -197,26 +213,59 @@ func (q *Queue) readyLocked(k queueKey) {
 
 // next waits for a key with a pending intent and takes it.
 func (q *Queue) next() (queueKey, *intent, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
 	for {
-		for len(q.order) > 0 {
-			k := q.order[0]
-			q.order = q.order[1:]
-			delete(q.queued, k)
-			in := q.pending[k]
-			if in == nil {
-				continue // forgotten
-			}
-			delete(q.pending, k)
-			q.inflight[k] = true
-			return k, in, true
+		q.mu.Lock()
+		for len(q.order) == 0 && !q.stopping {
+			q.wake.Wait()
 		}
-		if q.stopping {
+		if len(q.order) == 0 {
+			q.mu.Unlock()
 			return queueKey{}, nil, false
 		}
-		q.wake.Wait()
+		stopping := q.stopping
+		q.mu.Unlock()
+		// Yield before taking the intent, so that an Unprepare meanwhile
+		// can still forget it. A stopping queue drains without yielding.
+		if !stopping {
+			q.yield()
+		}
+		if k, in, ok := q.take(); ok {
+			return k, in, true
+		}
 	}
+}
+
+// yield waits, at most MaxYield, until the calls have been quiet.
+func (q *Queue) yield() {
+	c := q.opts.Calls
+	if c == nil {
+		return
+	}
+	if q.yielding != nil && c.busy() {
+		q.yielding()
+	}
+	ctx, cancel := context.WithTimeout(q.ctx, q.opts.MaxYield)
+	defer cancel()
+	_ = c.waitQuiet(ctx, q.opts.Quiet, q.after)
+}
+
+// take takes the oldest pending intent, if any is left.
+func (q *Queue) take() (queueKey, *intent, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.order) > 0 {
+		k := q.order[0]
+		q.order = q.order[1:]
+		delete(q.queued, k)
+		in := q.pending[k]
+		if in == nil {
+			continue // forgotten
+		}
+		delete(q.pending, k)
+		q.inflight[k] = true
+		return k, in, true
+	}
+	return queueKey{}, nil, false
 }
 
 func (q *Queue) work() {
@@ -225,14 +274,6 @@ func (q *Queue) work() {
 		k, in, ok := q.next()
 		if !ok {
 			return
-		}
-		if c := q.opts.Calls; c != nil {
-			if q.yielding != nil && c.busy() {
-				q.yielding()
-			}
-			ctx, cancel := context.WithTimeout(q.ctx, q.opts.MaxYield)
-			_ = c.WaitIdle(ctx)
-			cancel()
 		}
 		q.write(k, in)
 	}
@@ -336,7 +377,13 @@ type Calls struct {
 	mu   sync.Mutex
 	n    int
 	idle chan struct{} // closed while n == 0; nil means closed
+	// ended is when n last fell to 0, ends how often it did.
+	ended time.Time
+	ends  uint64
 }
+
+// DefaultQuiet is QueueOptions.Quiet's default.
+const DefaultQuiet = 200 * time.Millisecond
 
 // Begin counts a call in flight until the matching End.
 func (c *Calls) Begin() {
@@ -354,6 +401,8 @@ func (c *Calls) End() {
 	defer c.mu.Unlock()
 	c.n--
 	if c.n == 0 {
+		c.ended = time.Now()
+		c.ends++
 		close(c.idle)
 	}
 }
@@ -378,5 +427,39 @@ func (c *Calls) WaitIdle(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// waitQuiet waits until no call has been in flight for quiet, or ctx ends
+// (its error). after is time.After unless a test replaces it.
+func (c *Calls) waitQuiet(ctx context.Context, quiet time.Duration, after func(time.Duration) <-chan time.Time) error {
+	if after == nil {
+		after = time.After
+	}
+	for {
+		if err := c.WaitIdle(ctx); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		busy, ends, left := c.n > 0, c.ends, quiet-time.Since(c.ended)
+		c.mu.Unlock()
+		if busy {
+			continue // a call began since WaitIdle returned
+		}
+		if ends == 0 || left <= 0 {
+			return nil
+		}
+		select {
+		case <-after(left):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c.mu.Lock()
+		settled := c.n == 0 && c.ends == ends
+		c.mu.Unlock()
+		if settled {
+			return nil
+		}
+		// Calls came (and perhaps went) meanwhile: wait again.
 	}
 }

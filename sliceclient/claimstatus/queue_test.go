@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -201,5 +202,68 @@ func TestQueueRetries(t *testing.T) {
 	q.Apply(w, claimNamed("b"), devs(1))
 	if r := <-done; r.Err == nil || r.Retry || Reason(r.Err) != "Forbidden" {
 		t.Fatalf("refused write %+v, want a final Forbidden", r)
+	}
+}
+
+// TestQueueWaitsForQuiet: a write waits until the calls have been over for
+// the quiet period, and a call in that period starts the wait again; the
+// test holds the clock (Queue.after), so nothing depends on timing.
+func TestQueueWaitsForQuiet(t *testing.T) {
+	f := newFakeServer(t)
+	w, err := New(Options{REST: restFor(t, f.URL), DriverName: "gpu.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls Calls
+	onResult, done := results()
+	const quiet = time.Hour
+	q := NewQueue(QueueOptions{Calls: &calls, Quiet: quiet, MaxYield: 1 << 62, Result: onResult})
+	defer q.Stop(context.Background())
+	timers := make(chan chan time.Time)
+	q.after = func(d time.Duration) <-chan time.Time {
+		if d <= 0 || d > quiet {
+			t.Errorf("quiet wait of %v, want within (0, %v]", d, quiet)
+		}
+		ch := make(chan time.Time, 1)
+		timers <- ch
+		return ch
+	}
+	calls.Begin()
+	calls.End()
+	q.Apply(w, claimNamed("a"), devs(1))
+	first := <-timers
+	// A call begins and ends within the quiet period: the wait starts over.
+	calls.Begin()
+	calls.End()
+	first <- time.Now()
+	second := <-timers
+	select {
+	case got := <-f.seen:
+		t.Fatalf("write %q before the quiet period ended", got)
+	default:
+	}
+	second <- time.Now()
+	if r := <-done; r.Err != nil || r.Claim.Name != "a" {
+		t.Fatalf("result %+v", r)
+	}
+	if got := <-f.seen; got != "a/1" {
+		t.Fatalf("wrote %q, want a/1", got)
+	}
+	// A claim unprepared within the period costs no write: the next write
+	// to reach the server is c's.
+	calls.Begin()
+	calls.End()
+	q.Apply(w, claimNamed("b"), devs(1))
+	third := <-timers
+	if !q.Forget(w, claimNamed("b").UID) {
+		t.Fatal("Forget found no unsent write of b")
+	}
+	q.Apply(w, claimNamed("c"), devs(2))
+	third <- time.Now()
+	if r := <-done; r.Err != nil || r.Claim.Name != "c" {
+		t.Fatalf("result %+v, want c's", r)
+	}
+	if got := <-f.seen; got != "c/2" {
+		t.Fatalf("wrote %q, want c/2", got)
 	}
 }
