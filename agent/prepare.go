@@ -38,14 +38,13 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 	}
 	ctx, obs := a.metrics.startPrepareObserver(ctx, driverName)
 	defer obs.done()
-	var devices []claimcache.Device
-	err := a.record.cache.WithClaim(req.UID, func() error {
-		obs.phase(phaseLockWait, obs.start)
-		var err error
-		devices, err = a.prepareLocked(ctx, driverName, req)
-		return err
-	})
-	return devices, err
+	unlock, err := a.record.cache.LockClaim(req.UID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	obs.phase(phaseLockWait, obs.start)
+	return a.prepareLocked(ctx, driverName, req)
 }
 
 // prepareLocked is Prepare under the claim's lock: the record, the claim,

@@ -23,7 +23,12 @@ func (a *Agent) Unprepare(ctx context.Context, uid string) error {
 	if uid == "" {
 		return fmt.Errorf("%w: empty claim UID", ErrClaimNotUsable)
 	}
-	return a.record.cache.WithClaim(uid, func() error { return a.unprepareLocked(ctx, uid) })
+	unlock, err := a.record.cache.LockClaim(uid)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return a.unprepareLocked(ctx, uid)
 }
 
 func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {

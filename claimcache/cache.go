@@ -438,15 +438,33 @@ func (c *Cache) RemovePod(uid, podUID string) (Entry, error) {
 // and fn is not run. A lock exists only while someone holds or waits for
 // it, and is released if fn panics.
 func (c *Cache) WithClaim(uid string, fn func() error) error {
-	switch {
-	case uid == "":
-		return invalidf("WithClaim: empty UID")
-	case fn == nil:
+	if fn == nil {
 		return invalidf("WithClaim %s: nil function", uid)
 	}
-	unlock := c.callerLocks.lock(uid)
+	unlock, err := c.LockClaim(uid)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	return fn()
+}
+
+// LockClaim takes the lock WithClaim holds while it runs its function, and
+// returns the function that releases it, for a caller whose work under the
+// lock reads better straight down than as a callback:
+//
+//	unlock, err := c.LockClaim(uid)
+//	if err != nil { … }
+//	defer unlock()
+//
+// What WithClaim says of the lock holds here: taking it again for the same
+// uid before unlock deadlocks. An empty uid is an error matching
+// ErrInvalidArgument. unlock must be called exactly once.
+func (c *Cache) LockClaim(uid string) (unlock func(), err error) {
+	if uid == "" {
+		return nil, invalidf("LockClaim: empty UID")
+	}
+	return c.callerLocks.lock(uid), nil
 }
 
 // change runs one operation on one claim: under the claim's lock it decides

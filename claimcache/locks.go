@@ -48,3 +48,13 @@ func (k *keyedMutex) held() int {
 	defer k.mu.Unlock()
 	return len(k.locks)
 }
+
+// refs reports how many hold or wait for key's mutex (for tests).
+func (k *keyedMutex) refs(key string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if m := k.locks[key]; m != nil {
+		return m.refs
+	}
+	return 0
+}

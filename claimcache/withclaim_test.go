@@ -161,3 +161,41 @@ func TestWithClaimPanicReleases(t *testing.T) {
 		t.Fatalf("WithClaim after a panic: ran %v, error %v", ran, err)
 	}
 }
+
+// TestLockClaimIsWithClaimsLock: while LockClaim holds a claim, a
+// WithClaim of the same claim waits for unlock and then runs; an empty UID
+// is refused; no lock is left.
+func TestLockClaimIsWithClaimsLock(t *testing.T) {
+	c, _ := openT(t, t.TempDir(), bootOne)
+	defer c.Close()
+	if _, err := c.LockClaim(""); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("LockClaim(\"\"): %v, want ErrInvalidArgument", err)
+	}
+	unlock, err := c.LockClaim("uid-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlocked := false // guarded by the claim's lock: the race detector checks it
+	ran := make(chan error)
+	go func() {
+		ran <- c.WithClaim("uid-1", func() error {
+			if !unlocked {
+				return errors.New("WithClaim ran while LockClaim held the claim")
+			}
+			return nil
+		})
+	}()
+	// The goroutine holds or waits for the claim's lock: it is allocated
+	// twice over. Give it every chance to run too early.
+	for c.callerLocks.refs("uid-1") < 2 {
+		runtime.Gosched()
+	}
+	unlocked = true
+	unlock()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if n := c.callerLocks.held(); n != 0 {
+		t.Errorf("%d caller locks still allocated", n)
+	}
+}
