@@ -41,9 +41,19 @@ mkdir -p "$(dirname "$times")" "$logs"
 begin=$(date +%s)
 failed=()
 
+# cpu_seconds FILE: the children's user+sys seconds from the output of
+# bash's times (its second line, "XmY.YYYs XmY.YYYs"), rounded.
+cpu_seconds() {
+	sed -n 2p "$1" 2>/dev/null | awk '{
+		t = 0
+		for (i = 1; i <= 2; i++) { split($i, p, "m"); sub("s", "", p[2]); t += p[1] * 60 + p[2] }
+		printf "%d", t + 0.5
+	}'
+}
+
 report() {
-	echo "==> check took $(($(date +%s) - begin))s (CHECK_JOBS=$jobs); by step, slowest first:"
-	sort -k2 -n -r "$times" | awk '{ printf "    %5ds  %s\n", $2, $1 }'
+	echo "==> check took $(($(date +%s) - begin))s (CHECK_JOBS=$jobs); by step, slowest first (wall, and CPU: user+sys of every process the step waited for):"
+	sort -k2 -n -r "$times" | awk '{ printf "    %5ds  %5s  %s\n", $2, ($3 == "" ? "" : $3 "s"), $1 }'
 	if [ ${#failed[@]} -gt 0 ]; then
 		# Repeated last: other steps' logs may have followed the failure.
 		for step in "${failed[@]}"; do
@@ -58,9 +68,14 @@ report() {
 
 for step in "${serial[@]}"; do
 	start=$(date +%s)
-	$MAKE --no-print-directory "$step"
+	(
+		$MAKE --no-print-directory "$step"
+		rc=$?
+		times >"$logs/${step//\//_}.cpu"
+		exit $rc
+	)
 	rc=$?
-	echo "$step $(($(date +%s) - start))" >>"$times"
+	echo "$step $(($(date +%s) - start)) $(cpu_seconds "$logs/${step//\//_}.cpu")" >>"$times"
 	if [ $rc -ne 0 ]; then
 		failed+=("$step")
 		report
@@ -77,7 +92,7 @@ finish() {
 	step=${step_of[$pid]}
 	unset "step_of[$pid]"
 	running=$((running - 1))
-	echo "$step $(($(date +%s) - start_of[$step]))" >>"$times"
+	echo "$step $(($(date +%s) - start_of[$step])) $(cpu_seconds "$logs/${step//\//_}.cpu")" >>"$times"
 	echo "==> $step: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)") after $(($(date +%s) - start_of[$step]))s"
 	cat "$logs/${step//\//_}.log"
 	[ $rc -eq 0 ] || failed+=("$step")
@@ -89,7 +104,12 @@ for step in "${parallel[@]}"; do
 	[ ${#failed[@]} -eq 0 ] || break
 	echo "==> start $step"
 	start_of[$step]=$(date +%s)
-	$MAKE --no-print-directory "$step" >"$logs/${step//\//_}.log" 2>&1 &
+	(
+		$MAKE --no-print-directory "$step" >"$logs/${step//\//_}.log" 2>&1
+		rc=$?
+		times >"$logs/${step//\//_}.cpu"
+		exit $rc
+	) &
 	step_of[$!]=$step
 	running=$((running + 1))
 done
