@@ -17,7 +17,10 @@
 //	                    markers gpuN.unhealthy
 //	model               model attribute            default "Example GPU 40G"
 //	memory              memory capacity per GPU    default 40Gi
-//	healthPollInterval  how often markers are read default 1s
+//	healthPollInterval  how often the markers and   default 10s
+//	                    hostDeviceNode are read (a
+//	                    marker is also seen at once:
+//	                    devRoot is watched)
 //	containerDevDir     device nodes' directory    default /dev for gpu.example.com,
 //	                    in the container           /dev/<driverName> for other names
 //

@@ -61,6 +61,10 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// defaultHealthPoll: markers are watched (markers.go), so the poll only
+// catches the host device node going, and a lost watch.
+const defaultHealthPoll = 10 * time.Second
+
 // config is the driver's section of the agent configuration.
 type config struct {
 	DriverName         string   `json:"driverName"`
@@ -139,7 +143,7 @@ func parseConfig(raw []byte) (config, error) {
 		c.Memory = "40Gi"
 	}
 	if c.HealthPollInterval == 0 {
-		c.HealthPollInterval = duration(time.Second)
+		c.HealthPollInterval = duration(defaultHealthPoll)
 	}
 	if err := inventory.ValidateDriverName(c.DriverName); err != nil {
 		return config{}, fmt.Errorf("%w: %w", errConfig, err)
@@ -350,6 +354,16 @@ func (d *driver) WatchHealth(ctx context.Context, send func([]pluginmgr.DeviceHe
 	}
 	pool := d.poolName()
 	var last []pluginmgr.DeviceHealth
+	// Markers are seen when they change (inotify on devRoot); the poll is
+	// for what no watch of devRoot shows: the host device node going, or
+	// the watch itself lost.
+	var changes <-chan struct{}
+	if w, err := watchMarkers(cfg.DevRoot); err != nil {
+		d.log.Warn("cannot watch the health markers; polling them only", "every", time.Duration(cfg.HealthPollInterval).String(), "error", err)
+	} else {
+		defer w.Close()
+		changes = w.C
+	}
 	ticker := time.NewTicker(time.Duration(cfg.HealthPollInterval))
 	defer ticker.Stop()
 	for {
@@ -363,6 +377,10 @@ func (d *driver) WatchHealth(ctx context.Context, send func([]pluginmgr.DeviceHe
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil
+			}
 		}
 	}
 }

@@ -128,3 +128,32 @@ func containsAll(s string, parts ...string) bool {
 	}
 	return true
 }
+
+// TestHealthMarkersSeenWithoutPolling: with a poll far beyond the test's
+// life, a marker made and removed still reaches the host (the watch of
+// devRoot).
+func TestHealthMarkersSeenWithoutPolling(t *testing.T) {
+	devRoot := t.TempDir()
+	updates := make(chan []pluginmgr.DeviceHealth, 16)
+	p := launchGPU(t, map[string]any{"devRoot": devRoot, "numDevices": 2, "healthPollInterval": "1000h"},
+		pluginmgr.Options{OnHealth: func(_ string, h []pluginmgr.DeviceHealth) { updates <- h }})
+	if !p.Info().Health {
+		t.Fatal("gpu-plugin does not announce health reporting")
+	}
+	if first := <-updates; first[0].Status != pluginmgr.Healthy {
+		t.Fatalf("first health snapshot = %+v", first)
+	}
+	marker := filepath.Join(devRoot, "gpu0.unhealthy")
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if next := <-updates; next[0].Status != pluginmgr.Unhealthy {
+		t.Fatalf("after marking gpu0 unhealthy: %+v", next)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	if next := <-updates; next[0].Status != pluginmgr.Healthy {
+		t.Fatalf("after removing the marker: %+v", next)
+	}
+}
