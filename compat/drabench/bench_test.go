@@ -39,7 +39,7 @@ func BenchmarkShares(b *testing.B) {
 		}
 		b.Setenv("DRANODE_HTTP_PPROF", "true")
 	}
-	kinds := []string{kindNull, kindAgent, kindUpstream}
+	kinds := []string{kindNull, kindAgent, kindUpstream, kindExample}
 	nodes := map[string]*driverNode{}
 	for _, k := range kinds {
 		nodes[k] = newDriverNode(b, k)
@@ -106,18 +106,23 @@ func BenchmarkShares(b *testing.B) {
 	b.StopTimer()
 	for _, what := range slices.Sorted(maps.Keys(m)) {
 		s := m[what]
-		var shareA, shareU, ratio []float64
+		share := map[string][]float64{}
+		var ratioU, ratioE []float64
 		for i := range s[kindNull] {
-			a, u := s[kindAgent][i]-s[kindNull][i], s[kindUpstream][i]-s[kindNull][i]
-			shareA, shareU = append(shareA, a), append(shareU, u)
-			ratio = append(ratio, a/u)
+			for _, k := range kinds[1:] {
+				share[k] = append(share[k], s[k][i]-s[kindNull][i])
+			}
+			a := share[kindAgent][i]
+			ratioU, ratioE = append(ratioU, a/share[kindUpstream][i]), append(ratioE, a/share[kindExample][i])
 		}
 		b.ReportMetric(median(s[kindNull]), what+"-floor-ms")
-		b.ReportMetric(median(shareA), what+"-agent-share-ms")
-		b.ReportMetric(median(shareU), what+"-upstream-share-ms")
-		b.ReportMetric(median(ratio), what+"-agent/upstream")
-		b.Logf("%s per round, ms: floor %s; agent %s; upstream %s; agent/upstream share %s",
-			what, list(s[kindNull]), list(s[kindAgent]), list(s[kindUpstream]), list(ratio))
+		for _, k := range kinds[1:] {
+			b.ReportMetric(median(share[k]), what+"-"+k+"-share-ms")
+		}
+		b.ReportMetric(median(ratioU), what+"-agent/upstream")
+		b.ReportMetric(median(ratioE), what+"-agent/example")
+		b.Logf("%s per round, ms: floor %s; agent %s; upstream %s; example %s; agent/upstream share %s; agent/example share %s",
+			what, list(s[kindNull]), list(s[kindAgent]), list(s[kindUpstream]), list(s[kindExample]), list(ratioU), list(ratioE))
 	}
 }
 

@@ -41,6 +41,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(nullDriverEnv) != "" {
 		os.Exit(runNullDriver())
 	}
+	// And the example driver's (exampledriver_test.go).
+	if os.Getenv(exampleDriverEnv) != "" {
+		os.Exit(runExampleDriver())
+	}
 	os.Exit(run(m))
 }
 

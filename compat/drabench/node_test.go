@@ -23,17 +23,19 @@ import (
 	"github.com/dranode/dranode/compat/e2e/harness"
 )
 
-// The three drivers, each on a node of its own with a kubelet of its own.
+// The drivers, each on a node of its own with a kubelet of its own.
 const (
 	kindNull     = "null"     // the floor (nulldriver_test.go)
 	kindAgent    = "agent"    // dranode-agent with the example gpu plugin
 	kindUpstream = "upstream" // examples/piecemeal-driver, on the upstream kubeletplugin helper
+	kindExample  = "example"  // dra-example-driver's design, on the upstream helper (exampledriver_test.go)
 )
 
 var driverNames = map[string]string{
 	kindNull:     "null.example.com",
 	kindAgent:    "gpu.example.com",
 	kindUpstream: "piecemeal.example.com",
+	kindExample:  "example.example.com",
 }
 
 // kubeletUserAgent tells the kubelet's own requests apart in the audit log.
@@ -107,18 +109,13 @@ func newDriverNode(t testing.TB, kind string) *driverNode {
 	logPath := filepath.Join(dir, "driver.log")
 	switch kind {
 	case kindNull:
-		n.proc = &harness.Process{Path: os.Args[0], LogPath: logPath}
-		env := []string{nullDriverEnv + "=" + n.driver, nullNodeEnv + "=" + n.name, nullRegEnv + "=" + n.registryDir, nullPlugEnv + "=" + n.pluginsDir}
-		for _, e := range env {
-			k, v, _ := cutEnv(e)
-			t.Setenv(k, v) // inherited by the process started below
-		}
-		n.start()
-		for _, e := range env {
-			k, _, _ := cutEnv(e)
-			os.Unsetenv(k)
-		}
-		n.publishNullSlice()
+		n.startSelf(logPath, nullDriverEnv+"="+n.driver, nullNodeEnv+"="+n.name, nullRegEnv+"="+n.registryDir, nullPlugEnv+"="+n.pluginsDir)
+		n.publishSlice()
+	case kindExample:
+		n.startSelf(logPath, exampleDriverEnv+"="+n.driver, exampleNodeEnv+"="+n.name, exampleRegEnv+"="+n.registryDir,
+			examplePlugEnv+"="+n.pluginsDir, exampleStateEnv+"="+filepath.Join(dir, "state"), exampleCDIEnv+"="+n.cdiDir,
+			exampleKubeEnv+"="+cluster.Kubeconfig)
+		n.publishSlice()
 	case kindAgent:
 		a, err := harness.NewAgent(harness.AgentOptions{
 			Bins: bins, Dir: filepath.Join(dir, "agent"), NodeName: n.name, Kubeconfig: cluster.Kubeconfig,
@@ -161,6 +158,22 @@ func cutEnv(e string) (string, string, bool) {
 		}
 	}
 	return e, "", false
+}
+
+// startSelf starts this test binary as the node's driver, with env
+// (KEY=value) telling it which.
+func (n *driverNode) startSelf(logPath string, env ...string) {
+	n.t.Helper()
+	n.proc = &harness.Process{Path: os.Args[0], LogPath: logPath}
+	for _, e := range env {
+		k, v, _ := cutEnv(e)
+		n.t.Setenv(k, v) // inherited by the process started below
+	}
+	n.start()
+	for _, e := range env {
+		k, _, _ := cutEnv(e)
+		os.Unsetenv(k)
+	}
 }
 
 func (n *driverNode) start() {
@@ -208,11 +221,11 @@ func (n *driverNode) sentinelSlice() string {
 	return s.Name
 }
 
-// publishNullSlice publishes the null driver's devices, which it does not
-// do itself.
-func (n *driverNode) publishNullSlice() {
+// publishSlice publishes the devices of a driver that does not publish
+// its own (the null and example drivers).
+func (n *driverNode) publishSlice() {
 	n.t.Helper()
-	if _, err := cluster.Client.ResourceV1().ResourceSlices().Create(n.ctx, n.slice(n.name+"-null", n.driver, numDevices), metav1.CreateOptions{}); err != nil {
+	if _, err := cluster.Client.ResourceV1().ResourceSlices().Create(n.ctx, n.slice(n.name+"-"+n.kind, n.driver, numDevices), metav1.CreateOptions{}); err != nil {
 		n.t.Fatal(err)
 	}
 }
