@@ -7,42 +7,57 @@ import (
 	"time"
 )
 
-// ReconnectSpread is the longest a slice list or watch waits after one
-// that failed, before it asks the API server again.
+// ReconnectSpread is the longest a slice list or watch waits, after one
+// that failed or a watch the server ended early, before it asks the API
+// server again.
 //
-// When the API server restarts, every node's agent loses its watch at the
-// same instant, and client-go's reflector asks again after the same short
-// back-off on each of them: a fleet came back within one second (100 of
-// 100 nodes, compat/fleet). A wait drawn uniformly from [0, ReconnectSpread)
-// on each node spreads them over this window instead. Only a failed call
-// is followed by a wait: a watch the server ends in the normal course (its
-// timeout) is renewed at once, and nothing waits while the server answers.
+// When the API server restarts, it ends every node's watch at the same
+// instant, and client-go's reflector asks again at once (an ended watch is
+// no error to it) and then after the same short back-off on each node: a
+// fleet came back within one second (compat/fleet). A wait drawn uniformly
+// from [0, ReconnectSpread) on each node spreads them over this window
+// instead. A watch that lasted its timeout (the reflector asks for 5 to 10
+// minutes) is renewed at once, and nothing waits while the server answers.
 const ReconnectSpread = 5 * time.Second
 
-// reconnects spreads the calls that follow a failed list or watch.
+// reconnects spreads the calls that follow a failed list or watch, or a
+// watch that ended early.
 type reconnects struct {
-	mu     sync.Mutex
-	failed bool
-	// wait sleeps for d or until ctx ends; draw picks the wait. Tests
-	// replace them.
+	mu   sync.Mutex
+	lost bool // the last call failed
+	// The watch open now, if any: when it started and the timeout it
+	// asked for.
+	watchStart   time.Time
+	watchTimeout time.Duration
+
+	// Tests replace these: wait sleeps for d or until ctx ends, draw picks
+	// the wait, now tells the time.
 	wait func(ctx context.Context, d time.Duration) error
 	draw func(max time.Duration) time.Duration
+	now  func() time.Time
 }
 
 func newReconnects() *reconnects {
 	return &reconnects{
 		wait: sleepContext,
 		draw: func(max time.Duration) time.Duration { return rand.N(max) },
+		now:  time.Now,
 	}
 }
 
-// call runs one list or watch, after the spread wait when the previous one
-// failed.
-func (r *reconnects) call(ctx context.Context, do func() error) error {
+// call runs one list (watchTimeout 0) or watch (with the timeout it asks
+// the server for), after the spread wait when the previous call failed or
+// the previous watch ended early. The informer makes one call at a time
+// and the next only once the watch before it ended.
+func (r *reconnects) call(ctx context.Context, watchTimeout time.Duration, do func() error) error {
 	r.mu.Lock()
-	failed := r.failed
+	// A watch ended before most of its timeout: the server ended it (it
+	// is stopping, or it dropped the connection).
+	early := r.watchTimeout > 0 && r.now().Sub(r.watchStart) < r.watchTimeout*9/10
+	lost := r.lost || early
+	r.watchTimeout = 0
 	r.mu.Unlock()
-	if failed {
+	if lost {
 		if err := r.wait(ctx, r.draw(ReconnectSpread)); err != nil {
 			return err
 		}
@@ -51,7 +66,10 @@ func (r *reconnects) call(ctx context.Context, do func() error) error {
 	r.mu.Lock()
 	// A call cut short by its own context (the publisher stopping) says
 	// nothing about the server.
-	r.failed = err != nil && ctx.Err() == nil
+	r.lost = err != nil && ctx.Err() == nil
+	if err == nil && watchTimeout > 0 {
+		r.watchStart, r.watchTimeout = r.now(), watchTimeout
+	}
 	r.mu.Unlock()
 	return err
 }

@@ -7,12 +7,15 @@ import (
 	"time"
 )
 
-// TestReconnectsWaitAfterAFailure: a call after a failed one waits the
-// drawn part of ReconnectSpread; calls after a success, and the first
-// call, do not; a call cut short by its own context does not count as a
+// TestReconnectsWaitAfterALoss: a call after a failed one, or after a
+// watch that ended early, waits the drawn part of ReconnectSpread; the
+// first call, calls after a success, and a watch renewed after its
+// timeout do not; a call cut short by its own context does not count as a
 // failure.
-func TestReconnectsWaitAfterAFailure(t *testing.T) {
+func TestReconnectsWaitAfterALoss(t *testing.T) {
 	r := newReconnects()
+	clock := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	r.now = func() time.Time { return clock }
 	var waits []time.Duration
 	r.wait = func(_ context.Context, d time.Duration) error {
 		waits = append(waits, d)
@@ -25,24 +28,32 @@ func TestReconnectsWaitAfterAFailure(t *testing.T) {
 		return 1234 * time.Millisecond
 	}
 	refused := errors.New("connection refused")
-	ctx := context.Background()
+	const timeout = 10 * time.Minute
 	steps := []struct {
+		name     string
+		elapsed  time.Duration // since the step before
+		watch    time.Duration // the timeout asked for; 0: a list
 		err      error
 		wantWait bool
 	}{
-		{nil, false},     // first call
-		{refused, false}, // after a success
-		{refused, true},  // after a failure
-		{nil, true},      // after a failure
-		{nil, false},     // after a success
+		{"first list", 0, 0, nil, false},
+		{"list after a success", 0, 0, refused, false},
+		{"list after a failure", 0, 0, nil, true},
+		{"watch after a list", 0, timeout, nil, false},
+		{"watch renewed after its timeout", timeout, timeout, nil, false},
+		{"watch after one ended early (server stopping)", time.Minute, timeout, refused, true},
+		{"watch after a failed one", 0, timeout, nil, true},
+		{"list after a watch ended early", 8 * time.Minute, 0, nil, true},
+		{"watch after a list", 0, timeout, nil, false},
 	}
-	for i, s := range steps {
+	for _, s := range steps {
+		clock = clock.Add(s.elapsed)
 		before := len(waits)
-		if err := r.call(ctx, func() error { return s.err }); !errors.Is(err, s.err) {
-			t.Fatalf("step %d: call returned %v, want %v", i, err, s.err)
+		if err := r.call(context.Background(), s.watch, func() error { return s.err }); !errors.Is(err, s.err) {
+			t.Fatalf("%s: call returned %v, want %v", s.name, err, s.err)
 		}
 		if waited := len(waits) > before; waited != s.wantWait {
-			t.Fatalf("step %d: waited %v, want %v", i, waited, s.wantWait)
+			t.Fatalf("%s: waited %v, want %v", s.name, waited, s.wantWait)
 		}
 	}
 	for _, w := range waits {
@@ -51,11 +62,11 @@ func TestReconnectsWaitAfterAFailure(t *testing.T) {
 		}
 	}
 
-	stopping, cancel := context.WithCancel(ctx)
+	stopping, cancel := context.WithCancel(context.Background())
 	cancel()
-	_ = r.call(stopping, func() error { return stopping.Err() })
+	_ = r.call(stopping, 0, func() error { return stopping.Err() })
 	before := len(waits)
-	_ = r.call(ctx, func() error { return nil })
+	_ = r.call(context.Background(), 0, func() error { return nil })
 	if len(waits) != before {
 		t.Fatal("a call cut short by its own context made the next one wait")
 	}
@@ -83,12 +94,12 @@ func TestReconnectsDrawSpreads(t *testing.T) {
 // the wait.
 func TestReconnectsWaitEndsWithContext(t *testing.T) {
 	r := newReconnects()
-	r.failed = true
+	r.lost = true
 	r.draw = func(time.Duration) time.Duration { return time.Hour }
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	called := false
-	err := r.call(ctx, func() error { called = true; return nil })
+	err := r.call(ctx, 0, func() error { called = true; return nil })
 	if !errors.Is(err, context.Canceled) || called {
 		t.Fatalf("call returned %v, called %v; want context.Canceled before the call", err, called)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,13 +194,13 @@ func (w *Watcher) subscribe(node string, observe func(obj any, deleted bool)) (u
 // newSliceInformer watches the ResourceSlices that selector picks.
 func newSliceInformer(client Client, selector string, indexers cache.Indexers) cache.SharedIndexInformer {
 	slices := client.ResourceSlices
-	// Lists and watches after a failed one wait a random part of
-	// ReconnectSpread (reconnect.go).
+	// Lists and watches after a failed one, or after a watch the server
+	// ended early, wait a random part of ReconnectSpread (reconnect.go).
 	spread := newReconnects()
 	informer := cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (list runtime.Object, err error) {
 			o.FieldSelector = selector
-			err = spread.call(ctx, func() error {
+			err = spread.call(ctx, 0, func() error {
 				list, err = slices.List(ctx, o)
 				return err
 			})
@@ -207,7 +208,11 @@ func newSliceInformer(client Client, selector string, indexers cache.Indexers) c
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (w watch.Interface, err error) {
 			o.FieldSelector = selector
-			err = spread.call(ctx, func() error {
+			var timeout time.Duration
+			if o.TimeoutSeconds != nil {
+				timeout = time.Duration(*o.TimeoutSeconds) * time.Second
+			}
+			err = spread.call(ctx, timeout, func() error {
 				w, err = slices.Watch(ctx, o)
 				return err
 			})

@@ -239,6 +239,35 @@ func OpenWatches(events []AuditEvent, at int64) map[string]Counts {
 // second of each other in [from, to): how bunched up the fleet's requests
 // were, e.g. its reconnects after an API server restart.
 func PeakPerSecond(events []AuditEvent, from, to int64, keep func(node string) bool) (peak, total int) {
+	times := requestTimes(events, from, to, keep)
+	j := 0
+	for i := range times {
+		for times[i].Sub(times[j]) >= time.Second {
+			j++
+		}
+		peak = max(peak, i-j+1)
+	}
+	return peak, len(times)
+}
+
+// PerSecond counts the same requests as PeakPerSecond in the seconds
+// from the first of them: how the fleet's reconnects were spread.
+func PerSecond(events []AuditEvent, from, to int64, keep func(node string) bool) []int {
+	times := requestTimes(events, from, to, keep)
+	var out []int
+	for _, t := range times {
+		sec := int(t.Sub(times[0]) / time.Second)
+		for len(out) <= sec {
+			out = append(out, 0)
+		}
+		out[sec]++
+	}
+	return out
+}
+
+// requestTimes are the times of the requests of the nodes keep accepts
+// in [from, to), sorted.
+func requestTimes(events []AuditEvent, from, to int64, keep func(node string) bool) []time.Time {
 	var times []time.Time
 	for i := range events {
 		ev := &events[i]
@@ -248,12 +277,5 @@ func PeakPerSecond(events []AuditEvent, from, to int64, keep func(node string) b
 		times = append(times, ev.StageTimestamp)
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
-	j := 0
-	for i := range times {
-		for times[i].Sub(times[j]) >= time.Second {
-			j++
-		}
-		peak = max(peak, i-j+1)
-	}
-	return peak, len(times)
+	return times
 }

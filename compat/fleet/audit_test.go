@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,9 @@ func TestAuditCounting(t *testing.T) {
 	peak, total := PeakPerSecond(events, 0, 1<<62, func(string) bool { return true })
 	if peak != 3 || total != 5 {
 		t.Errorf("peak %d of %d, want 3 (w2, w3, p1 within 200 ms) of 5 (w1 once, g1, w2, w3, p1)", peak, total)
+	}
+	if got := fmt.Sprint(PerSecond(events, 0, 1<<62, func(string) bool { return true })); got != "[2 0 0 3]" {
+		t.Errorf("per second %s, want [2 0 0 3] (w1 and g1, two empty seconds, w2, w3 and p1)", got)
 	}
 	if k := events[2].Kind(); k != "create nodes" || events[2].Node() != "" {
 		t.Errorf("harness event: kind %q node %q", k, events[2].Node())

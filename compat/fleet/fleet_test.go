@@ -284,7 +284,9 @@ func TestFleet(t *testing.T) {
 	peakAgent, totalAgent := PeakPerSecond(events, apiFrom, apiRestart.to, func(n string) bool { return n[0] == 'a' })
 	peakUp, totalUp := PeakPerSecond(events, apiFrom, apiRestart.to, func(n string) bool { return n[0] == 'u' })
 	t.Logf("API server restart: ready after %d bytes of audit log", apiReady-apiFrom)
-	r.reconnect = fmt.Sprintf("reconnect requests after the API server restart: agent fleet %d, peak %d in 1 s; upstream fleet %d, peak %d in 1 s", totalAgent, peakAgent, totalUp, peakUp)
+	r.reconnect = fmt.Sprintf("reconnect requests after the API server restart: agent fleet %d, peak %d in 1 s, per second %v; upstream fleet %d, peak %d in 1 s, per second %v",
+		totalAgent, peakAgent, PerSecond(events, apiFrom, apiRestart.to, func(n string) bool { return n[0] == 'a' }),
+		totalUp, peakUp, PerSecond(events, apiFrom, apiRestart.to, func(n string) bool { return n[0] == 'u' }))
 	text := r.String()
 	t.Log("\n" + text)
 	if s.report != "" {
