@@ -50,15 +50,18 @@ type Journal[V any] struct {
 	logSize int64
 
 	enqueued atomic.Uint64 // commits queued since open, read without mu by a leader
-	pending  []byte        // frames of the batch that is filling up
-	spare    []byte        // the buffer of the last batch, for reuse
-	pendOps  []encoded[V]  // its changes, applied once durable
-	pendSeq  uint64        // number of the batch that is filling up
-	doneSeq  uint64        // every batch up to this one is durable
-	flushing bool          // a leader is writing a batch
-	failed   error         // a write or fsync failed; the journal is unusable
-	closing  bool
-	closed   bool
+	// beforeFlush, in tests, runs when a leader starts a flush, before
+	// it takes the batch (j.mu not held).
+	beforeFlush func()
+	pending     []byte       // frames of the batch that is filling up
+	spare       []byte       // the buffer of the last batch, for reuse
+	pendOps     []encoded[V] // its changes, applied once durable
+	pendSeq     uint64       // number of the batch that is filling up
+	doneSeq     uint64       // every batch up to this one is durable
+	flushing    bool         // a leader is writing a batch
+	failed      error        // a write or fsync failed; the journal is unusable
+	closing     bool
+	closed      bool
 
 	compacting  bool
 	compactDone chan struct{}

@@ -88,6 +88,9 @@ func (j *Journal[V]) flushLocked() {
 	// keep arriving (a few rounds at most); a lone committer pays one
 	// Gosched.
 	j.mu.Unlock()
+	if j.beforeFlush != nil {
+		j.beforeFlush()
+	}
 	seen := j.enqueued.Load()
 	for range 8 {
 		runtime.Gosched()
