@@ -20,11 +20,12 @@ import (
 const usage = `usage: image [-C root] <command> [arguments]
 
 commands:
-  build [-out DIR] [-tag T] [-arch GOARCH] [IMAGE...]
+  build [-out DIR] [-tag T] [-arch GOARCH] [-revision R] [IMAGE...]
                             build the images (default all: %s) as OCI layouts
                             under DIR/<image> (default <root>/bin/images), each
                             an index for linux/amd64 and linux/arm64 (-arch: one)
-                            with an SPDX SBOM per image
+                            with an SPDX SBOM per image; -revision names the
+                            source revision (default: git HEAD of root)
   archive LAYOUT FILE       write the layout as an OCI archive tar for "ctr images import"
   push LAYOUT REFERENCE     push the layout's image to a registry (default keychain)
   digests [-arch GOARCH] LAYOUT
@@ -85,6 +86,7 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 		bf.StringVar(&o.Out, "out", "", "output directory (default <root>/bin/images)")
 		bf.StringVar(&o.Tag, "tag", "", "image tag (default the agent's version in versions.yaml)")
 		bf.StringVar(&o.Arch, "arch", "", "build only this GOARCH (default: an index of linux/amd64 and linux/arm64)")
+		bf.StringVar(&o.Revision, "revision", "", "the source revision annotation (default: git HEAD of the root; give it for a tree that is no git work tree)")
 		if err := bf.Parse(rest); err != nil {
 			return usageError("build: " + err.Error())
 		}

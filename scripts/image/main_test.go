@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,19 +14,29 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/dranode/dranode/scripts/image/images"
+	"github.com/dranode/dranode/scripts/image/internal/clibin"
 )
 
 // TestCommands runs build, digests and archive as "make image" and a user
-// would.
+// would: build and digests as the command itself (in this process, under
+// -race, compressing and reading layers takes minutes; internal/clibin),
+// archive through run.
 func TestCommands(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	var out bytes.Buffer
-	if err := run(ctx, []string{"-C", root, "build", "-out", t.TempDir(), "-tag", "test", images.Agent}, &out, io.Discard); err != nil {
+	bin, err := clibin.Path(root)
+	if err != nil {
 		t.Fatal(err)
+	}
+	defer clibin.Cleanup()
+	var out, stderr bytes.Buffer
+	build := exec.Command(bin, "-C", root, "build", "-out", t.TempDir(), "-tag", "test", images.Agent)
+	build.Stdout, build.Stderr = &out, &stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("image build: %v\n%s", err, stderr.String())
 	}
 	fields := strings.Split(strings.TrimSpace(out.String()), "\t")
 	if len(fields) != 4 || fields[1] != "localhost/dranode/dranode-agent:test" {
@@ -34,8 +45,10 @@ func TestCommands(t *testing.T) {
 	dir := fields[0]
 
 	out.Reset()
-	if err := run(ctx, []string{"digests", dir}, &out, io.Discard); err != nil {
-		t.Fatal(err)
+	digests := exec.Command(bin, "digests", dir)
+	digests.Stdout, digests.Stderr = &out, &stderr
+	if err := digests.Run(); err != nil {
+		t.Fatalf("image digests: %v\n%s", err, stderr.String())
 	}
 	var values struct {
 		Drivers map[string]struct{ Path, SHA256 string }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dranode/dranode/scripts/image/images"
+	"github.com/dranode/dranode/scripts/image/internal/clibin"
 )
 
 // repoRoot is the repository this module is in.
@@ -57,5 +58,6 @@ func TestMain(m *testing.M) {
 	if sharedDir != "" {
 		os.RemoveAll(sharedDir)
 	}
+	clibin.Cleanup()
 	os.Exit(code)
 }
