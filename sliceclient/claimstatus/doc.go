@@ -22,7 +22,8 @@
 // *[WriteError]; [Reason] gives a short reason for metrics.
 //
 // A [Queue] writes in the background for a driver's NodePrepareResources:
-// coalesced per claim, yielding to the kubelet's calls in flight ([Calls]),
+// coalesced per claim, yielding to the kubelet's calls until they have been
+// quiet for a moment ([Calls], [QueueOptions.Quiet]),
 // retried when the failure may pass, and with no write on unprepare (the
 // API server drops the status of a deallocated claim itself).
 package claimstatus
