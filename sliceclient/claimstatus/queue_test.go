@@ -72,6 +72,16 @@ func newFakeServer(t *testing.T) *fakeServer {
 	return f
 }
 
+// newFakeWriter is a fake server and a Writer of gpu.example.com to it.
+func newFakeWriter(t *testing.T) (*fakeServer, *Writer) {
+	f := newFakeServer(t)
+	w, err := New(Options{REST: restFor(t, f.URL), DriverName: "gpu.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, w
+}
+
 func devs(n int) []resourcev1.AllocatedDeviceStatus {
 	out := make([]resourcev1.AllocatedDeviceStatus, n)
 	for i := range out {
@@ -94,11 +104,7 @@ func results() (func(Result), chan Result) {
 // intents for it replace each other and only the last goes out, after the
 // one in flight; a forgotten claim costs no write.
 func TestQueueCoalesces(t *testing.T) {
-	f := newFakeServer(t)
-	w, err := New(Options{REST: restFor(t, f.URL), DriverName: "gpu.example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, w := newFakeWriter(t)
 	onResult, done := results()
 	q := NewQueue(QueueOptions{Result: onResult})
 	defer q.Stop(context.Background())
@@ -146,11 +152,7 @@ func TestQueueCoalesces(t *testing.T) {
 // TestQueueYields: nothing is written while a call is in flight; the
 // write goes out when the last call ends.
 func TestQueueYields(t *testing.T) {
-	f := newFakeServer(t)
-	w, err := New(Options{REST: restFor(t, f.URL), DriverName: "gpu.example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, w := newFakeWriter(t)
 	var calls Calls
 	onResult, done := results()
 	// MaxYield far beyond the test's life: only the calls' end can let
@@ -209,11 +211,7 @@ func TestQueueRetries(t *testing.T) {
 // the quiet period, and a call in that period starts the wait again; the
 // test holds the clock (Queue.after), so nothing depends on timing.
 func TestQueueWaitsForQuiet(t *testing.T) {
-	f := newFakeServer(t)
-	w, err := New(Options{REST: restFor(t, f.URL), DriverName: "gpu.example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, w := newFakeWriter(t)
 	var calls Calls
 	onResult, done := results()
 	const quiet = time.Hour
