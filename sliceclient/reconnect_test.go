@@ -21,6 +21,7 @@ func TestReconnectsWaitAfterALoss(t *testing.T) {
 		waits = append(waits, d)
 		return nil
 	}
+	r.deadline = func(time.Duration, func()) func() { return func() {} } // never fires
 	r.draw = func(max time.Duration) time.Duration {
 		if max != ReconnectSpread {
 			t.Errorf("drawn from [0, %v), want [0, %v)", max, ReconnectSpread)
@@ -49,7 +50,9 @@ func TestReconnectsWaitAfterALoss(t *testing.T) {
 	for _, s := range steps {
 		clock = clock.Add(s.elapsed)
 		before := len(waits)
-		if err := r.call(context.Background(), s.watch, func() error { return s.err }); !errors.Is(err, s.err) {
+		release, err := r.call(context.Background(), s.watch, func(context.Context) error { return s.err })
+		release()
+		if !errors.Is(err, s.err) {
 			t.Fatalf("%s: call returned %v, want %v", s.name, err, s.err)
 		}
 		if waited := len(waits) > before; waited != s.wantWait {
@@ -64,9 +67,9 @@ func TestReconnectsWaitAfterALoss(t *testing.T) {
 
 	stopping, cancel := context.WithCancel(context.Background())
 	cancel()
-	_ = r.call(stopping, 0, func() error { return stopping.Err() })
+	_, _ = r.call(stopping, 0, func(context.Context) error { return stopping.Err() })
 	before := len(waits)
-	_ = r.call(context.Background(), 0, func() error { return nil })
+	_, _ = r.call(context.Background(), 0, func(context.Context) error { return nil })
 	if len(waits) != before {
 		t.Fatal("a call cut short by its own context made the next one wait")
 	}
@@ -99,8 +102,64 @@ func TestReconnectsWaitEndsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	called := false
-	err := r.call(ctx, 0, func() error { called = true; return nil })
+	_, err := r.call(ctx, 0, func(context.Context) error { called = true; return nil })
 	if !errors.Is(err, context.Canceled) || called {
 		t.Fatalf("call returned %v, called %v; want context.Canceled before the call", err, called)
+	}
+}
+
+// TestReconnectsAbandonUnansweredCall: after a loss, a call not answered
+// by the deadline is abandoned (its context cancelled) and counts as
+// failed, so the next waits again; a call after a success has no deadline;
+// an answered call's context lives until released.
+func TestReconnectsAbandonUnansweredCall(t *testing.T) {
+	r := newReconnects()
+	r.lost = true
+	r.wait = func(context.Context, time.Duration) error { return nil }
+	fire := make(chan func(), 1)
+	r.deadline = func(d time.Duration, f func()) func() {
+		if d != firstAnswerDeadline {
+			t.Errorf("deadline %v, want %v", d, firstAnswerDeadline)
+		}
+		fire <- f
+		return func() {}
+	}
+	// The server holds the request: the test fires the deadline, which
+	// must cancel the request's context.
+	_, err := r.call(context.Background(), time.Minute, func(ctx context.Context) error {
+		(<-fire)()
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if !errors.Is(err, errAbandoned) {
+		t.Fatalf("unanswered call returned %v, want errAbandoned", err)
+	}
+	if !r.lost {
+		t.Fatal("an abandoned call did not count as failed")
+	}
+	// Answered in time (the deadline never fires): its context stays
+	// usable until release.
+	var callCtx context.Context
+	release, err := r.call(context.Background(), 0, func(ctx context.Context) error {
+		<-fire // armed, not fired
+		callCtx = ctx
+		return nil
+	})
+	if err != nil || callCtx.Err() != nil {
+		t.Fatalf("answered call: %v, its context %v", err, callCtx.Err())
+	}
+	release()
+	if callCtx.Err() == nil {
+		t.Fatal("release left the call's context live")
+	}
+	// After a success there is no deadline at all.
+	r.deadline = func(time.Duration, func()) func() {
+		t.Error("a deadline after a success")
+		return func() {}
+	}
+	release, err = r.call(context.Background(), 0, func(context.Context) error { return nil })
+	release()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

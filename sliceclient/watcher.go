@@ -200,10 +200,11 @@ func newSliceInformer(client Client, selector string, indexers cache.Indexers) c
 	informer := cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (list runtime.Object, err error) {
 			o.FieldSelector = selector
-			err = spread.call(ctx, 0, func() error {
+			release, err := spread.call(ctx, 0, func(ctx context.Context) error {
 				list, err = slices.List(ctx, o)
 				return err
 			})
+			release()
 			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (w watch.Interface, err error) {
@@ -212,11 +213,19 @@ func newSliceInformer(client Client, selector string, indexers cache.Indexers) c
 			if o.TimeoutSeconds != nil {
 				timeout = time.Duration(*o.TimeoutSeconds) * time.Second
 			}
-			err = spread.call(ctx, timeout, func() error {
+			release, err := spread.call(ctx, timeout, func(ctx context.Context) error {
 				w, err = slices.Watch(ctx, o)
 				return err
 			})
-			return w, err
+			if err != nil {
+				if w != nil {
+					w.Stop() // abandoned after it was answered
+				}
+				return nil, err
+			}
+			// The watch's request lives in the call's context: released
+			// when the informer stops the watch (it always does).
+			return releasingWatch{Interface: w, release: release}, nil
 		},
 	}, &resourceapi.ResourceSlice{}, 0, indexers)
 	// Nothing here reads managedFields, and for a slice they list every
@@ -227,6 +236,17 @@ func newSliceInformer(client Client, selector string, indexers cache.Indexers) c
 		panic(err) // only fails once started; this one was just made
 	}
 	return informer
+}
+
+// releasingWatch releases its request's context when stopped.
+type releasingWatch struct {
+	watch.Interface
+	release func()
+}
+
+func (w releasingWatch) Stop() {
+	w.Interface.Stop()
+	w.release()
 }
 
 func dropManagedFields(obj any) (any, error) {
