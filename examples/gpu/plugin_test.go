@@ -91,17 +91,26 @@ func TestConfiguredDriverName(t *testing.T) {
 	}
 }
 
-func TestHealthThroughHost(t *testing.T) {
+// launchForHealth starts the plugin with two GPUs and the given health
+// poll, checks that it reports health and that its first snapshot has both
+// healthy, and returns its devRoot and the snapshots that follow.
+func launchForHealth(t *testing.T, poll string) (string, chan []pluginmgr.DeviceHealth) {
+	t.Helper()
 	devRoot := t.TempDir()
 	updates := make(chan []pluginmgr.DeviceHealth, 16)
-	p := launchGPU(t, map[string]any{"devRoot": devRoot, "numDevices": 2, "healthPollInterval": "20ms"},
+	p := launchGPU(t, map[string]any{"devRoot": devRoot, "numDevices": 2, "healthPollInterval": poll},
 		pluginmgr.Options{OnHealth: func(_ string, h []pluginmgr.DeviceHealth) { updates <- h }})
 	if !p.Info().Health {
 		t.Fatal("gpu-plugin does not announce health reporting")
 	}
-	if first := <-updates; first[1].Status != pluginmgr.Healthy {
+	if first := <-updates; first[0].Status != pluginmgr.Healthy || first[1].Status != pluginmgr.Healthy {
 		t.Fatalf("first health snapshot = %+v", first)
 	}
+	return devRoot, updates
+}
+
+func TestHealthThroughHost(t *testing.T) {
+	devRoot, updates := launchForHealth(t, "20ms")
 	if err := os.WriteFile(filepath.Join(devRoot, "gpu1.unhealthy"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -133,16 +142,7 @@ func containsAll(s string, parts ...string) bool {
 // life, a marker made and removed still reaches the host (the watch of
 // devRoot).
 func TestHealthMarkersSeenWithoutPolling(t *testing.T) {
-	devRoot := t.TempDir()
-	updates := make(chan []pluginmgr.DeviceHealth, 16)
-	p := launchGPU(t, map[string]any{"devRoot": devRoot, "numDevices": 2, "healthPollInterval": "1000h"},
-		pluginmgr.Options{OnHealth: func(_ string, h []pluginmgr.DeviceHealth) { updates <- h }})
-	if !p.Info().Health {
-		t.Fatal("gpu-plugin does not announce health reporting")
-	}
-	if first := <-updates; first[0].Status != pluginmgr.Healthy {
-		t.Fatalf("first health snapshot = %+v", first)
-	}
+	devRoot, updates := launchForHealth(t, "1000h")
 	marker := filepath.Join(devRoot, "gpu0.unhealthy")
 	if err := os.WriteFile(marker, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,12 @@ import (
 	"github.com/dranode/dranode/scripts/image/internal/clibin"
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	clibin.Cleanup()
+	os.Exit(code)
+}
+
 // TestCommands runs build, digests and archive as "make image" and a user
 // would: build and digests as the command itself (in this process, under
 // -race, compressing and reading layers takes minutes; internal/clibin),
@@ -31,7 +37,6 @@ func TestCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer clibin.Cleanup()
 	var out, stderr bytes.Buffer
 	build := exec.Command(bin, "-C", root, "build", "-out", t.TempDir(), "-tag", "test", images.Agent)
 	build.Stdout, build.Stderr = &out, &stderr

@@ -26,7 +26,8 @@ var (
 )
 
 // Path returns the image command built from the module at root's
-// scripts/image, once per process; Cleanup removes it.
+// scripts/image, once per process. Call Cleanup once, from TestMain, after
+// every test: a binary removed earlier is not built again.
 func Path(root string) (string, error) {
 	once.Do(func() {
 		dir, err = os.MkdirTemp("", "image-cli-")
