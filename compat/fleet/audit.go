@@ -102,8 +102,10 @@ func (e *AuditEvent) isRequest() bool {
 type Audit struct{ Path string }
 
 // Offset is the log's size now: the mark between two phases. The API
-// server writes events synchronously (blocking mode), so a request whose
-// response a client has seen is before the mark.
+// server writes events synchronously (blocking mode) but only after the
+// response went out, so a request whose response or watch event a client
+// has seen may still be logged after the mark: wait for its event
+// (waitWrites) where that matters.
 func (a Audit) Offset() (int64, error) {
 	fi, err := os.Stat(a.Path)
 	if os.IsNotExist(err) {
