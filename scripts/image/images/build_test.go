@@ -24,61 +24,47 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/dranode/dranode/scripts/image/images"
-	"github.com/dranode/dranode/scripts/image/internal/clibin"
+	"github.com/dranode/dranode/scripts/image/internal/layerfiles"
 )
 
 // TestBuildReproducible builds every image a second time, in another
-// directory, with the binaries built afresh and by another process (the
-// image command, as "make image" runs it; clibin says why not in this one),
-// and wants the same bytes in every file of every layout.
+// directory, with the binaries built afresh by another run of the image
+// command, and the small images a third time in this process (the
+// builder's own concurrency under the race detector), and wants the same
+// bytes in every file of every layout.
 func TestBuildReproducible(t *testing.T) {
 	first := built(t)
-	second := buildWithCommand(t, t.TempDir())
-	for _, n := range images.Names() {
-		a, b := first[n], second[n]
-		if a.Digest != b.Digest {
-			t.Errorf("%s: digest %s, then %s", n, a.Digest, b.Digest)
+	second, err := buildWithCommand(repoRoot(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameLayouts(t, "a second build", first, second, images.Names())
+	sameLayouts(t, "a build in process", first, builtInProcess(t), inProcessImages)
+}
+
+// sameLayouts wants the layouts of names in a and b to have the same
+// digests and the same files, byte for byte.
+func sameLayouts(t *testing.T, what string, a, b map[string]images.Layout, names []string) {
+	t.Helper()
+	for _, n := range names {
+		la, lb := a[n], b[n]
+		if la.Digest != lb.Digest {
+			t.Errorf("%s: digest %s, then %s in %s", n, la.Digest, lb.Digest, what)
 		}
-		fa, fb := layoutFiles(t, a.Dir), layoutFiles(t, b.Dir)
+		fa, fb := layoutFiles(t, la.Dir), layoutFiles(t, lb.Dir)
 		if len(fa) < 5 { // oci-layout, index.json, manifest, config, a layer
-			t.Fatalf("%s: only %d files in %s", n, len(fa), a.Dir)
+			t.Fatalf("%s: only %d files in %s", n, len(fa), la.Dir)
 		}
 		if !reflect.DeepEqual(keys(fa), keys(fb)) {
-			t.Errorf("%s: files %v, then %v", n, keys(fa), keys(fb))
+			t.Errorf("%s: files %v, then %v in %s", n, keys(fa), keys(fb), what)
 			continue
 		}
 		for f, data := range fa {
 			if !bytes.Equal(data, fb[f]) {
-				t.Errorf("%s: %s differs between builds", n, f)
+				t.Errorf("%s: %s differs in %s", n, f, what)
 			}
 		}
 	}
-}
-
-// buildWithCommand builds every image into out with the image command
-// and returns the layouts it printed.
-func buildWithCommand(t *testing.T, out string) map[string]images.Layout {
-	t.Helper()
-	bin, err := clibin.Path(repoRoot(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-C", repoRoot(t), "build", "-out", out, "-revision", testRevision)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("image build: %v\n%s", err, stderr.String())
-	}
-	layouts := map[string]images.Layout{}
-	for _, line := range strings.Split(strings.TrimSpace(string(stdout)), "\n") {
-		f := strings.Split(line, "\t")
-		if len(f) != 4 {
-			t.Fatalf("image build printed %q, want dir, ref, digest, size", line)
-		}
-		layouts[filepath.Base(f[0])] = images.Layout{Name: filepath.Base(f[0]), Dir: f[0], Ref: f[1], Digest: f[2]}
-	}
-	return layouts
 }
 
 func layoutFiles(t *testing.T, dir string) map[string][]byte {
@@ -183,30 +169,22 @@ func TestImageContents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if len(layers) == 0 {
+				t.Fatal("no layers")
+			}
 			seen := map[string]int64{}
-			for _, layer := range layers {
-				rc, err := layer.Uncompressed()
-				if err != nil {
-					t.Fatal(err)
+			err = layerfiles.Walk(img, func(hdr *tar.Header, r io.Reader) error {
+				if hdr.Uid != 0 || hdr.Gid != 0 || hdr.ModTime.Unix() != 0 {
+					t.Errorf("%s: uid %d gid %d mtime %v, want 0 0 epoch", hdr.Name, hdr.Uid, hdr.Gid, hdr.ModTime)
 				}
-				tr := tar.NewReader(rc)
-				for {
-					hdr, err := tr.Next()
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-					if hdr.Uid != 0 || hdr.Gid != 0 || hdr.ModTime.Unix() != 0 {
-						t.Errorf("%s: uid %d gid %d mtime %v, want 0 0 epoch", hdr.Name, hdr.Uid, hdr.Gid, hdr.ModTime)
-					}
-					seen[hdr.Name] = hdr.Mode
-					if hdr.Typeflag == tar.TypeReg && !isStaticLinuxELF(t, tr) {
-						t.Errorf("%s is not a static Linux ELF executable", hdr.Name)
-					}
+				seen[hdr.Name] = hdr.Mode
+				if hdr.Typeflag == tar.TypeReg && !isStaticLinuxELF(t, r) {
+					t.Errorf("%s is not a static Linux ELF executable", hdr.Name)
 				}
-				rc.Close()
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
 			for p, mode := range tc.files {
 				got, ok := seen[p]
@@ -245,10 +223,7 @@ func isStaticLinuxELF(t *testing.T, r io.Reader) bool {
 // outside the image.
 func TestPluginDigests(t *testing.T) {
 	l := built(t)[images.Agent]
-	plugins, err := images.PluginDigests(l.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plugins := builtAgentPlugins(t)
 	var want []images.Plugin
 	for _, p := range []struct{ name, pkg string }{{"gpu", "./gpu"}, {"loop", "./loop/cmd/loop-plugin"}} {
 		bin := filepath.Join(t.TempDir(), p.name+"-plugin")
