@@ -196,7 +196,11 @@ func crashRand(t *testing.T) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, 0))
 }
 
+// The crash tests wait on fsync and on their children most of the time:
+// run side by side, the two overlap their waits.
+
 func TestCrashFileSIGKILL(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "state")
 	rng := crashRand(t)
 	acked := 0
@@ -232,6 +236,7 @@ func TestCrashFileSIGKILL(t *testing.T) {
 }
 
 func TestCrashJournalSIGKILL(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	rng := crashRand(t)
 	tried := map[string]bool{}
