@@ -81,6 +81,14 @@ func TestAgentRestartMidway(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.WaitRegistered(gpuDriver, n.agent.Process)
+	// The kubelet may still have held the killed instance's registration
+	// when it first answered: it then drops it (its socket was removed)
+	// and knows no plugin of the driver until it registered the new
+	// instance's. /readyz answers 200 once the kubelet told this instance
+	// that its registration went through.
+	if err := n.agent.WaitReady(n.ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	ids := make([][]string, len(pods))
 	for i, p := range pods {
 		ids[i] = n.VerifyCDI(p)
