@@ -76,12 +76,33 @@ func (d *Driver) Configure(_ context.Context, _ string, raw []byte) error {
 	return nil
 }
 
+// markStarted writes this process's PID to <BlockDir>/name, whole: the
+// tests read the file as soon as it exists, so it appears by a rename, never
+// empty or half-written.
+func (d *Driver) markStarted(name string) error {
+	f, err := os.CreateTemp(d.cfg.BlockDir, "."+name+"-*")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(f, os.Getpid())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(d.cfg.BlockDir, name))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
 // hangIf blocks forever when the configuration says call hangs.
 func (d *Driver) hangIf(call string) {
 	if d.cfg.HangIn != call {
 		return
 	}
-	if err := os.WriteFile(filepath.Join(d.cfg.BlockDir, call+"-started"), []byte(fmt.Sprint(os.Getpid())), 0o644); err != nil {
+	if err := d.markStarted(call + "-started"); err != nil {
 		panic(err)
 	}
 	select {}
@@ -125,7 +146,7 @@ func (d *Driver) Prepare(ctx context.Context, claims []pluginmgr.Claim) ([]plugi
 	if d.cfg.BlockDir != "" {
 		block := filepath.Join(d.cfg.BlockDir, "block")
 		if _, err := os.Stat(block); err == nil {
-			if err := os.WriteFile(filepath.Join(d.cfg.BlockDir, "prepare-started"), []byte(fmt.Sprint(os.Getpid())), 0o644); err != nil {
+			if err := d.markStarted("prepare-started"); err != nil {
 				return nil, err
 			}
 			for {
