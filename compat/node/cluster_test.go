@@ -21,7 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -32,6 +34,7 @@ import (
 	"github.com/dranode/dranode/compat/node/harness"
 	"github.com/dranode/dranode/scripts/image/workload"
 	"github.com/dranode/dranode/tools/envtest"
+	"github.com/dranode/dranode/tools/envtest/hostlock"
 )
 
 const (
@@ -73,6 +76,10 @@ func startClusterWith(t testing.TB, values map[string]any, waitReady bool) *clus
 // started node.
 func startClusterFiles(t testing.TB, valueFiles []string, values func(*cluster) map[string]any, waitReady bool) *cluster {
 	t.Helper()
+	// The node's host lock (harness.Start takes it again) before the
+	// control plane: a test that waits for another package's node waits
+	// without an idle control plane of its own.
+	hostlock.HoldT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	env := &envtest.Environment{Scheduler: true, ControllerManager: true, Audit: true,
@@ -364,15 +371,71 @@ func (c *cluster) createPod(p *corev1.Pod) {
 func (c *cluster) waitRunning(ns, name string) *corev1.Pod {
 	c.t.Helper()
 	var last string
-	return c.eventually("pod "+name+" Running", func() (*corev1.Pod, bool) {
-		p, err := c.client.CoreV1().Pods(ns).Get(c.ctx, name, metav1.GetOptions{})
-		if err != nil {
-			last = err.Error()
-			return nil, false
+	p, err := watchPod(c.ctx, c.client, ns, name, func(p *corev1.Pod) bool {
+		if p == nil {
+			last = "no such pod"
+			return false
 		}
 		last = fmt.Sprintf("phase %s, conditions %v, containers %v", p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
-		return p, p.Status.Phase == corev1.PodRunning
-	}, func() string { return last })
+		return p.Status.Phase == corev1.PodRunning
+	})
+	if err != nil {
+		c.t.Fatalf("pod %s Running: %v (last: %s)", name, err, last)
+	}
+	return p
+}
+
+// watchPod returns the pod once done holds for it (done is given nil while
+// the pod does not exist), or ctx's error. It waits for the pod's changes
+// with a watch, not by asking again and again: tests wait for tens of
+// pods at once, and each look costs the API server and this process (under
+// -race) far more than a watch event.
+func watchPod(ctx context.Context, client kubernetes.Interface, ns, name string, done func(*corev1.Pod) bool) (*corev1.Pod, error) {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	pods := client.CoreV1().Pods(ns)
+	for {
+		list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err != nil {
+			if err := retryPause(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		var p *corev1.Pod
+		if len(list.Items) > 0 {
+			p = &list.Items[0]
+		}
+		if done(p) {
+			return p, nil
+		}
+		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: selector, ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
+		if err != nil {
+			if err := retryPause(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		for ev := range w.ResultChan() {
+			var got *corev1.Pod
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				got = ev.Object.(*corev1.Pod)
+			case watch.Deleted:
+			default: // bookmarks; an error ends the watch
+				continue
+			}
+			if done(got) {
+				w.Stop()
+				return got, nil
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// The server ended the watch (its timeout, an expired version):
+		// list again.
+	}
 }
 
 // report is what the workload container printed, read through the API
@@ -399,12 +462,22 @@ func (c *cluster) deletePod(ns, name string) {
 	}
 }
 
+// retryPause waits a moment before a failed request is made again; it
+// returns ctx's error once ctx has ended.
+func retryPause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(200 * time.Millisecond):
+		return nil
+	}
+}
+
 func (c *cluster) waitPodGone(ns, name string) {
 	c.t.Helper()
-	eventually(c, "pod "+name+" gone", func() (struct{}, bool) {
-		_, err := c.client.CoreV1().Pods(ns).Get(c.ctx, name, metav1.GetOptions{})
-		return struct{}{}, apierrors.IsNotFound(err)
-	}, func() string { return "still there" })
+	if _, err := watchPod(c.ctx, c.client, ns, name, func(p *corev1.Pod) bool { return p == nil }); err != nil {
+		c.t.Fatalf("pod %s gone: %v (still there)", name, err)
+	}
 }
 
 // claimOf is the ResourceClaim the resourceclaim controller made for the

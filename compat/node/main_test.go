@@ -1,15 +1,19 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/dranode/dranode/scripts/image/images"
 )
@@ -41,6 +45,12 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
+// buildImages builds the images with the image command (scripts/image,
+// what "make image" runs), not in this process: under -race the layers'
+// compression and the plugins' digests (which decompress the agent's
+// layers) ran instrumented, most of this package's CPU time before its
+// first test (scripts/image/internal/clibin says the same of that
+// module's tests). The command is built without the race detector.
 func buildImages(dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -49,20 +59,50 @@ func buildImages(dir string) error {
 		return err
 	}
 	start := time.Now()
+	bin := filepath.Join(dir, "image")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	build.Dir = filepath.Join(root, "scripts", "image")
+	// The module is outside go.work.
+	build.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build of the image command: %w\n%s", err, out)
+	}
+	image := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"-C", root}, args...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return out, nil
+	}
 	// Only this machine's architecture: the node runs nothing else, and
 	// the other's cross-compile would only cost time.
-	layouts, err := images.Build(ctx, images.Options{Root: root, Out: filepath.Join(dir, "layouts"), Arch: runtime.GOARCH})
+	out, err := image("build", "-out", filepath.Join(dir, "layouts"), "-arch", runtime.GOARCH)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "images built in %s\n", time.Since(start).Round(time.Millisecond))
+	layouts := map[string]images.Layout{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 {
+			return fmt.Errorf("image build printed %q, want dir, ref, digest, size", line)
+		}
+		l, err := images.ReadLayout(f[0])
+		if err != nil {
+			return err
+		}
+		layouts[l.Name] = l
+	}
 	archive := func(name string) (string, error) {
 		l, ok := layouts[name]
 		if !ok {
 			return "", fmt.Errorf("no image %s built", name)
 		}
 		f := filepath.Join(dir, name+".tar")
-		return f, images.ArchiveFile(l.Dir, f)
+		_, err := image("archive", l.Dir, f)
+		return f, err
 	}
 	if testImages.agent, err = archive(images.Agent); err != nil {
 		return err
@@ -77,14 +117,29 @@ func buildImages(dir string) error {
 	i := strings.LastIndexByte(agent, ':')
 	testImages.agentRepo, testImages.tag = agent[:i], agent[i+1:]
 	testImages.pauseRef, testImages.workloadRef = layouts[images.Pause].Ref, layouts[images.Workload].Ref
-	plugins, err := images.PluginDigests(layouts[images.Agent].Dir)
+	// The plugins' sha256 as the runbook has the operator take them:
+	// "scripts/image digests" prints them as the chart's drivers values.
+	out, err = image("digests", layouts[images.Agent].Dir)
 	if err != nil {
 		return err
 	}
-	testImages.pluginSHA256 = map[string]string{}
-	for _, p := range plugins {
-		testImages.pluginSHA256[p.Name] = p.SHA256
+	var values struct {
+		Drivers map[string]struct {
+			Path   string `json:"path"`
+			SHA256 string `json:"sha256"`
+		} `json:"drivers"`
 	}
+	if err := yaml.UnmarshalStrict(out, &values); err != nil {
+		return fmt.Errorf("image digests: %w\n%s", err, out)
+	}
+	testImages.pluginSHA256 = map[string]string{}
+	for name, d := range values.Drivers {
+		testImages.pluginSHA256[name] = d.SHA256
+	}
+	if len(testImages.pluginSHA256) == 0 {
+		return fmt.Errorf("image digests printed no plugin:\n%s", out)
+	}
+	fmt.Fprintf(os.Stderr, "images built in %s\n", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

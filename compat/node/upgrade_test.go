@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -110,30 +109,25 @@ func oneClaimPod(ctx context.Context, client kubernetes.Interface, name string, 
 	if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	for {
-		got, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
-		if err == nil && got.Status.Phase == corev1.PodRunning {
-			break
+	var last string
+	if _, err := watchPod(ctx, client, "default", name, func(p *corev1.Pod) bool {
+		if p == nil {
+			last = "no such pod"
+			return false
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s not Running: %v %v", name, err, ctx.Err())
-		}
-		time.Sleep(100 * time.Millisecond)
+		last = string(p.Status.Phase)
+		return p.Status.Phase == corev1.PodRunning
+	}); err != nil {
+		return fmt.Errorf("%s not Running (last: %s): %w", name, last, err)
 	}
 	started <- struct{}{}
 	if err := client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	for {
-		_, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s not gone: %v", name, ctx.Err())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if _, err := watchPod(ctx, client, "default", name, func(p *corev1.Pod) bool { return p == nil }); err != nil {
+		return fmt.Errorf("%s not gone: %w", name, err)
 	}
+	return nil
 }
 
 // restartDaemonSet changes the pod template as an upgrade does (as

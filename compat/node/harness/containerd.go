@@ -107,6 +107,18 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	n.mu.Unlock()
 	deadline := time.Now().Add(n.opts.ReadyTimeout)
 	for {
+		// Each ctr is a process of its own, costlier than containerd's
+		// whole start: ask it only once containerd has made its socket.
+		if _, err := os.Stat(n.containerdSocket()); err != nil && time.Now().Before(deadline) {
+			select {
+			case <-p.Done():
+				return fmt.Errorf("harness: containerd exited (%v); log tail:\n%s", p.Err(), n.LogTail("containerd", 30))
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
 		if err := n.ctr(ctx, "version"); err == nil {
 			n.logf("containerd started (pid %d, oom_score_adj restricted: %v)", p.PID(), restrict)
 			return nil

@@ -19,7 +19,9 @@ func SnapshotHost() HostState {
 	s := HostState{}
 	if ms, err := readMountinfo(); err == nil {
 		for _, m := range ms {
-			s["mounts"] = append(s["mounts"], m.point)
+			if !othersMount(m.point) {
+				s["mounts"] = append(s["mounts"], m.point)
+			}
 		}
 	}
 	if out, err := exec.Command("ip", "-o", "link", "show").Output(); err == nil {
@@ -54,6 +56,18 @@ func SnapshotHost() HostState {
 		slices.Sort(s[k])
 	}
 	return s
+}
+
+// othersMount says whether a mount point is under the temporary directory
+// but outside every node directory. Those are left out of the snapshot:
+// other packages' tests, which go test and make check run beside a node's,
+// mount there without the host lock (compat/powerloss's FUSE file systems,
+// scripts/image/workload's bind mount), and a node mounts under the
+// temporary directory only inside its own directory, which stays watched
+// (a dead node's leftovers included).
+func othersMount(point string) bool {
+	rel, ok := strings.CutPrefix(point, filepath.Clean(os.TempDir())+"/")
+	return ok && !strings.HasPrefix(rel, nodeDirPrefix)
 }
 
 // ruleText drops iptables-save's packet counters, which change by themselves.
