@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 	modzip "golang.org/x/mod/zip"
@@ -67,7 +68,11 @@ func APICheck(r *Repo, modules []string, goreleaseBin string, log io.Writer) err
 	}
 	defer os.RemoveAll(tmp)
 	proxyDir := filepath.Join(tmp, "proxy")
-	if err := buildPendingProxy(r, proxyDir); err != nil {
+	checked := make([]string, len(jobs))
+	for i, j := range jobs {
+		checked[i] = j.dir
+	}
+	if err := buildPendingProxy(r, proxyDir, checked); err != nil {
 		return err
 	}
 	modCache, unlock, err := openSharedModCache()
@@ -80,16 +85,8 @@ func APICheck(r *Repo, modules []string, goreleaseBin string, log io.Writer) err
 		return err
 	}
 	if goreleaseBin == "" {
-		goreleaseBin = filepath.Join(tmp, "gorelease")
-		// The version of gorelease is the one the tool module pins with
-		// its "tool" directive.
-		// gorelease is built with the developer's own module cache, not
-		// the scratch one: it is not under test.
-		build := exec.Command("go", "build", "-o", goreleaseBin, "golang.org/x/exp/cmd/gorelease")
-		build.Dir = filepath.Join(r.Root, "scripts", "release")
-		build.Env = append(os.Environ(), "GOWORK=off")
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("building gorelease: %w\n%s", err, out)
+		if goreleaseBin, err = goreleaseTool(r); err != nil {
+			return err
 		}
 	}
 
@@ -110,36 +107,85 @@ func APICheck(r *Repo, modules []string, goreleaseBin string, log io.Writer) err
 	return nil
 }
 
-// buildPendingProxy serves the release tags, plus each released module at
-// its versions.yaml version from the working tree when that version is not
-// tagged yet (unlisted), so that a staged module's sibling requirements
-// resolve before the set is tagged.
-func buildPendingProxy(r *Repo, dir string) error {
+// goreleaseTool returns the gorelease this module pins with its "tool"
+// directive. "go tool -n" builds it and prints where it is: the go command
+// caches tool executables like any build output, so only the first run after
+// a new toolchain or a new pin links it. It is built with the developer's own
+// module cache, not apicheck's: it is not under test.
+func goreleaseTool(r *Repo) (string, error) {
+	cmd := exec.Command("go", "tool", "-n", "gorelease")
+	cmd.Dir = filepath.Join(r.Root, "scripts", "release")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building gorelease: %w", describeExit(err))
+	}
+	// -n prints a command line: with an exec wrapper (go_GOOS_GOARCH_exec)
+	// the wrapper would come first, which this tool does not support.
+	bin := strings.TrimSpace(string(out))
+	if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
+		return "", fmt.Errorf("building gorelease: go tool -n gorelease printed %q, not an executable", bin)
+	}
+	return bin, nil
+}
+
+// buildPendingProxy serves, for the modules checked and the released
+// siblings they require (at any of their release tags or in the working
+// tree, transitively), the release tags plus the versions.yaml version from
+// the working tree when that version is not tagged yet (unlisted), so that a
+// staged module's sibling requirements resolve before the set is tagged.
+// Other modules would only cost a zip each: nothing resolved from the
+// checked modules reaches them.
+func buildPendingProxy(r *Repo, dir string, checked []string) error {
 	p, err := newProxyDir(dir)
 	if err != nil {
 		return err
 	}
-	for d, v := range r.Versions.Released() {
+	released := r.Versions.Released()
+	seen := map[string]bool{}
+	todo := slices.Clone(checked)
+	for len(todo) > 0 {
+		d := todo[0]
+		todo = todo[1:]
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		src := filepath.Join(r.Root, filepath.FromSlash(d))
+		goMod, err := os.ReadFile(filepath.Join(src, "go.mod"))
+		if err != nil {
+			return err
+		}
+		goMods := [][]byte{goMod}
 		tags, err := ReleaseTags(r, d)
 		if err != nil {
 			return err
 		}
 		for _, t := range tags {
-			if err := p.addTag(r, d, t); err != nil {
+			tagMod, err := p.addTag(r, d, t)
+			if err != nil {
 				return err
 			}
+			goMods = append(goMods, tagMod)
 		}
+		for _, data := range goMods {
+			f, err := modfile.ParseLax(d+"/go.mod", data, nil)
+			if err != nil {
+				return err
+			}
+			for _, req := range f.Require {
+				if sib, ok := strings.CutPrefix(req.Mod.Path, pathPrefix); ok && released[sib] != "" {
+					todo = append(todo, sib)
+				}
+			}
+		}
+		v := released[d]
 		if exists, err := tagExists(r.Root, TagName(d, v)); err != nil {
 			return err
 		} else if exists {
 			continue
 		}
 		m := module.Version{Path: ModulePath(d), Version: v}
-		src := filepath.Join(r.Root, filepath.FromSlash(d))
-		goMod, err := os.ReadFile(filepath.Join(src, "go.mod"))
-		if err != nil {
-			return err
-		}
 		if err := p.add(m, time.Now(), goMod, false, func(w io.Writer) error { return modzip.CreateFromDir(w, m, src) }); err != nil {
 			return err
 		}

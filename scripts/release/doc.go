@@ -58,13 +58,15 @@
 // or k8s.io/kubernetes. Each -app module is copied from the tagged commit,
 // its replace directives removed, tidied, built and vetted.
 //
-// "apicheck" runs the gorelease this module pins (tool directive) on a
-// staged copy of each module: gorelease loads the release without replace
-// directives and requires the module's go.sum to hold every sum, neither of
-// which a module developed with replace directives satisfies, so the working
-// tree is zipped as the proxy would, its directory replaces dropped and
-// tidied against a proxy of the release tags plus the set's untagged
-// versions. gorelease accepts any change for a v0 module; the policy is
-// applied here: an incompatible change needs a minor bump while the major
-// version is v0, a major bump after.
+// "apicheck" runs the gorelease this module pins (tool directive, built by
+// "go tool", which keeps the executable in the build cache) on a staged copy
+// of each module: gorelease loads the release without replace directives and
+// requires the module's go.sum to hold every sum, neither of which a module
+// developed with replace directives satisfies, so the working tree is zipped
+// as the proxy would, its directory replaces dropped and tidied against a
+// proxy of the release tags plus the set's untagged versions, for the
+// modules checked and the released siblings they require. gorelease accepts
+// any change for a v0 module; the policy is applied here: an incompatible
+// change needs a minor bump while the major version is v0, a major bump
+// after.
 package main

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/mod/module"
@@ -116,25 +118,56 @@ func (p *proxyDir) writeLists() error {
 	return nil
 }
 
-// addTag adds module dir at the version its tag holds.
-func (p *proxyDir) addTag(r *Repo, dir, version string) error {
+// addTag adds module dir at the version its tag holds, and returns the
+// go.mod it holds.
+func (p *proxyDir) addTag(r *Repo, dir, version string) ([]byte, error) {
 	tag := TagName(dir, version)
 	goMod, err := gitBytes(r.Root, "show", tag+":"+dir+"/go.mod")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	when, err := git(r.Root, "log", "-1", "--format=%cI", tag+"^{commit}")
+	out, err := git(r.Root, "log", "-1", "--format=%H %cI", tag+"^{commit}")
 	if err != nil {
-		return err
+		return nil, err
 	}
+	commit, when, _ := strings.Cut(out, " ")
 	t, err := time.Parse(time.RFC3339, when)
 	if err != nil {
-		return fmt.Errorf("commit time of %s: %w", tag, err)
+		return nil, fmt.Errorf("commit time of %s: %w", tag, err)
 	}
 	m := module.Version{Path: ModulePath(dir), Version: version}
-	return p.add(m, t, goMod, true, func(w io.Writer) error {
-		return modzip.CreateFromVCS(w, m, r.Root, tag, dir)
+	return goMod, p.add(m, t, goMod, true, func(w io.Writer) error {
+		return zipCommit(w, m, r.Root, commit, dir)
 	})
+}
+
+// commitZips holds the module zips made from commits by this process. The zip
+// of a module at a commit never changes, and one process may write several
+// proxies from the same tags (the release tool's tests: the proxy, then one
+// per API check); each zip costs a git archive and a deflate of the module.
+var commitZips = struct {
+	sync.Mutex
+	m map[string][]byte // by module@version and commit
+}{m: map[string][]byte{}}
+
+// zipCommit writes the zip of module m as directory dir holds it at commit.
+func zipCommit(w io.Writer, m module.Version, root, commit, dir string) error {
+	key := m.String() + " " + commit
+	commitZips.Lock()
+	data, ok := commitZips.m[key]
+	commitZips.Unlock()
+	if !ok {
+		var buf bytes.Buffer
+		if err := modzip.CreateFromVCS(&buf, m, root, commit, dir); err != nil {
+			return err
+		}
+		data = buf.Bytes()
+		commitZips.Lock()
+		commitZips.m[key] = data
+		commitZips.Unlock()
+	}
+	_, err := w.Write(data)
+	return err
 }
 
 // BuildProxy writes a proxy directory holding every release tag of every
@@ -153,7 +186,7 @@ func BuildProxy(r *Repo, dir string) ([]module.Version, error) {
 			return nil, err
 		}
 		for _, v := range versions {
-			if err := p.addTag(r, m, v); err != nil {
+			if _, err := p.addTag(r, m, v); err != nil {
 				return nil, err
 			}
 			held = append(held, module.Version{Path: ModulePath(m), Version: v})
