@@ -63,6 +63,11 @@ func TestSignalStopsALongInspect(t *testing.T) {
 			// The file is opened only after the signal handlers are
 			// installed: once it is open, the signal is the command's.
 			waitUntilOpen(t, cmd.Process.Pid, path, done)
+			// Once the damaged frame is read, the command is looking for
+			// a valid frame after it, where it stays: the signal lands
+			// there (sent as soon as the file was open, it could stop the
+			// command before it read the damaged frame).
+			waitUntilRead(t, cmd.Process.Pid, damagedFrameEnd, done)
 			if err := cmd.Process.Signal(tt.sig); err != nil {
 				t.Fatal(err)
 			}
@@ -84,6 +89,34 @@ func TestSignalStopsALongInspect(t *testing.T) {
 				t.Errorf("the command ignored the signal and was cut off by the backstop:\n%s", msg)
 			}
 		})
+	}
+}
+
+// damagedFrameEnd is where endlessLog's first damaged frame ends: its
+// header announces 0x01010101 bytes.
+const damagedFrameEnd = 8 + 8 + 0x01010101
+
+// waitUntilRead returns once process pid has read at least n bytes through
+// read system calls (rchar in /proc/<pid>/io), reads of any file included.
+func waitUntilRead(t *testing.T, pid int, n int64, exited <-chan struct{}) {
+	t.Helper()
+	ioPath := filepath.Join("/proc", fmt.Sprint(pid), "io")
+	for {
+		data, err := os.ReadFile(ioPath)
+		if err != nil {
+			t.Fatalf("reading %s: %v", ioPath, err)
+		}
+		for line := range strings.Lines(string(data)) {
+			var read int64
+			if _, err := fmt.Sscanf(line, "rchar: %d", &read); err == nil && read >= n {
+				return
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatal("dranodectl exited before it read the damaged frame")
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 
