@@ -133,7 +133,7 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		cfg:     cfg,
 		opts:    opts,
 		log:     opts.Logger.WithValues("node", cfg.NodeName),
-		specs:   cdi.SpecDir{Path: cfg.CDI.Dir, NoSync: true}, // no fsync: see prepareDriver
+		specs:   cdi.SpecDir{Path: cfg.CDI.Dir, NoSync: true}, // no fsync: see writeSpecs
 		drivers: newDriverSet(),
 	}, nil
 }

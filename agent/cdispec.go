@@ -1,12 +1,10 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 
@@ -91,7 +89,8 @@ func convertEdits(e pluginmgr.ContainerEdits) cdi.ContainerEdits {
 }
 
 // sweepSpecs removes CDI specs of this agent's drivers for claims that are
-// not recorded (left by a crash between writing the spec and recording).
+// not recorded (left by an agent that wrote specs before recording the
+// claim, as earlier versions did, or by hand).
 func (a *Agent) sweepSpecs() {
 	recorded := map[string]bool{}
 	for _, e := range a.record.cache.List() {
@@ -106,11 +105,4 @@ func (a *Agent) sweepSpecs() {
 			a.log.Info("Removed CDI specs of unrecorded claims", "driver", name, "files", removed)
 		}
 	}
-}
-
-// writeSpec writes a claim's CDI spec for one driver.
-func (a *Agent) writeSpec(ctx context.Context, spec *cdi.Spec, claimUID string) (err error) {
-	defer observePhase(ctx, phaseCDIWrite, time.Now(), &err)
-	_, err = a.specs.Write(spec, claimUID)
-	return err
 }

@@ -46,8 +46,13 @@ type driver struct {
 	plugin    *pluginmgr.Plugin
 	publisher *sliceclient.Publisher
 	health    bool // the plugin reports health
-	healthy   *healthFeed
-	taints    healthTaints // what is published: the plugin's inventory with its unhealthy devices tainted
+	// statelessPrepare: the plugin's Prepare leaves nothing on the node
+	// for Unprepare to undo (pluginmgr.Info.StatelessPrepare, as it said
+	// when it started: its binary and configuration are fixed for the
+	// agent's lifetime).
+	statelessPrepare bool
+	healthy          *healthFeed
+	taints           healthTaints // what is published: the plugin's inventory with its unhealthy devices tainted
 
 	regPath, draPath string
 	regSrv, draSrv   *grpc.Server
@@ -115,7 +120,7 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 	if other, dup := a.drivers.byName[info.DriverName]; dup {
 		return &ConfigError{Key: "plugins.drivers", Reason: fmt.Sprintf("plugins %q and %q both serve driver %q", other.plugin.Name(), p.Name(), info.DriverName)}
 	}
-	d := &driver{name: info.DriverName, plugin: p, healthy: newHealthFeed(), health: info.Health}
+	d := &driver{name: info.DriverName, plugin: p, healthy: newHealthFeed(), health: info.Health, statelessPrepare: info.StatelessPrepare}
 	taint, err := inventory.HealthTaint(d.name, resourceapi.DeviceTaintEffect(a.cfg.Slices.UnhealthyTaintEffect))
 	if err != nil {
 		return fmt.Errorf("driver %s: %w", d.name, err)

@@ -50,10 +50,10 @@ const (
 	phaseRecordStarted = "record-started"
 	// One driver plugin's Prepare call (gRPC round trip and the plugin's work).
 	phasePlugin = "plugin"
-	// Writing one driver's CDI spec file.
-	phaseCDIWrite = "cdi-write"
 	// Recording Prepared durably.
 	phaseRecordPrepared = "record-prepared"
+	// Writing the claim's CDI spec files, one per driver.
+	phaseCDIWrite = "cdi-write"
 )
 
 func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {

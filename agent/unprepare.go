@@ -18,7 +18,10 @@ import (
 // Unprepare undoes a claim from the record alone (no API server needed):
 // record UnprepareStarted, hand each plugin what it prepared, remove the CDI
 // specs, drop the record. An unknown UID succeeds. A claim left in
-// PrepareStarted is rolled back by asking every plugin of this agent.
+// PrepareStarted is rolled back by asking every plugin of this agent. A
+// Prepared claim whose drivers all declare a stateless Prepare skips
+// UnprepareStarted: a crash before the record is dropped leaves it
+// Prepared, for the next Unprepare to find whole.
 func (a *Agent) Unprepare(ctx context.Context, uid string) error {
 	if uid == "" {
 		return fmt.Errorf("%w: empty claim UID", ErrClaimNotUsable)
@@ -32,19 +35,27 @@ func (a *Agent) Unprepare(ctx context.Context, uid string) error {
 }
 
 func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
-	e, err := a.record.cache.StartUnprepare(uid)
+	e, err := a.record.cache.Get(uid)
 	if errors.Is(err, claimcache.ErrNotFound) {
 		logr.FromContextOrDiscard(ctx).V(2).Info("Claim not recorded, nothing to unprepare", "claimUID", uid)
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("recording claim %s as being unprepared: %w", uid, err)
+	once := err == nil && a.removeOnce(e)
+	if !once {
+		if e, err = a.record.cache.StartUnprepare(uid); err != nil {
+			return fmt.Errorf("recording claim %s as being unprepared: %w", uid, err)
+		}
 	}
 	names, err := a.unprepareDrivers(ctx, e)
 	if err != nil {
 		return err
 	}
-	if err := a.record.cache.Remove(uid); err != nil {
+	if once {
+		err = a.record.cache.RemovePrepared(uid)
+	} else {
+		err = a.record.cache.Remove(uid)
+	}
+	if err != nil {
 		return fmt.Errorf("dropping claim %s from the record: %w", uid, err)
 	}
 	if a.status != nil {
@@ -56,9 +67,26 @@ func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
 	return nil
 }
 
-// unprepareDrivers has the drivers of a claim in UnprepareStarted
-// unprepare its devices and removes its CDI specs; the caller holds the
-// claim's lock and removes the entry afterwards. It returns the drivers
+// removeOnce reports whether a recorded claim may be dropped from the
+// record in one commit, without UnprepareStarted first: when it is
+// Prepared (not being prepared or unprepared, not uncertain) and every
+// driver it holds devices of declares a stateless Prepare.
+func (a *Agent) removeOnce(e claimcache.Entry) bool {
+	if e.State != claimcache.Prepared || len(e.Drivers) == 0 {
+		return false
+	}
+	for name := range e.Drivers {
+		if d := a.driver(name); d == nil || !d.statelessPrepare {
+			return false
+		}
+	}
+	return true
+}
+
+// unprepareDrivers has the drivers of a claim in UnprepareStarted (or
+// Prepared, for removeOnce) unprepare its devices and removes its CDI
+// specs; the caller holds the claim's lock and removes the entry
+// afterwards. It returns the drivers
 // called.
 func (a *Agent) unprepareDrivers(ctx context.Context, e claimcache.Entry) ([]string, error) {
 	uid := e.Claim.UID

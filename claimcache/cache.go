@@ -347,6 +347,36 @@ func (c *Cache) FinishPrepare(uid string, drivers map[string][]Device) (Entry, e
 	})
 }
 
+// RecordPrepared durably records a claim that is not recorded as Prepared
+// in the current boot, with what the drivers prepared (as FinishPrepare
+// takes them), in one change instead of StartPrepare and FinishPrepare: for
+// drivers whose Prepare leaves nothing on the node that an Unprepare would
+// have to undo, where a crash before the change leaves nothing a
+// PrepareStarted entry would have to tell of. A recorded UID is a
+// *TransitionError (StartPrepare and FinishPrepare take it from there),
+// a namespace and name recorded under another UID a *UIDMismatchError.
+func (c *Cache) RecordPrepared(ref ClaimRef, drivers map[string][]Device) (Entry, error) {
+	if err := ref.validate(); err != nil {
+		return Entry{}, err
+	}
+	if err := validateDrivers(ref.UID, drivers); err != nil {
+		return Entry{}, err
+	}
+	unlockName := c.claimLocks.lock("name\x00" + ref.nameKey())
+	defer unlockName()
+	return c.change(ref.UID, OpRecordPrepared, func(cur *record) (*record, error) {
+		if err := c.checkName(ref, cur); err != nil {
+			return nil, err
+		}
+		if cur != nil {
+			return nil, &TransitionError{UID: ref.UID, From: cur.State, Stale: cur.BootID != c.bootID, Op: OpRecordPrepared}
+		}
+		next := &record{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, State: Prepared, BootID: c.bootID}
+		next.setDrivers(drivers)
+		return next, nil
+	})
+}
+
 // StartUnprepare durably records that the claim is about to be unprepared
 // and returns its entry, whose Drivers are what to hand each driver. It is
 // allowed from every state and in every boot (a retry of an interrupted
@@ -379,6 +409,27 @@ func (c *Cache) Remove(uid string) error {
 		}
 		if cur.State != UnprepareStarted {
 			return nil, &TransitionError{UID: uid, From: cur.State, Stale: cur.BootID != c.bootID, Op: OpRemove}
+		}
+		return nil, nil
+	})
+	return err
+}
+
+// RemovePrepared durably drops the entry of a Prepared claim (in any boot)
+// in one change instead of StartUnprepare and Remove: for drivers whose
+// Unprepare has nothing to undo, where a crash before the change leaves the
+// claim Prepared for the next Unprepare. Other states are a
+// *TransitionError.
+func (c *Cache) RemovePrepared(uid string) error {
+	if uid == "" {
+		return invalidf("RemovePrepared: empty UID")
+	}
+	_, err := c.change(uid, OpRemovePrepared, func(cur *record) (*record, error) {
+		if cur == nil {
+			return nil, notFound(uid)
+		}
+		if cur.State != Prepared {
+			return nil, &TransitionError{UID: uid, From: cur.State, Stale: cur.BootID != c.bootID, Op: OpRemovePrepared}
 		}
 		return nil, nil
 	})

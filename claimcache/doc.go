@@ -16,6 +16,12 @@
 //	RemovePod        any state                                           → unchanged
 //	RecordUncertain  new, or uncertain                                   → PrepareStarted, uncertain
 //
+// For drivers whose Prepare leaves nothing on the node for an Unprepare to
+// undo, two shortcuts take one change where the lifecycle takes two:
+//
+//	RecordPrepared   new                                                 → Prepared
+//	RemovePrepared   Prepared (any boot)                                 → removed
+//
 // Anything else is a *TransitionError (errors.Is ErrIllegalTransition) and
 // changes nothing. A state is entered before the driver is called, so after
 // a crash PrepareStarted means "the driver may have prepared part of it" and

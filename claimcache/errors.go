@@ -38,6 +38,8 @@ const (
 	OpAddPod          Op = "AddPod"
 	OpRemovePod       Op = "RemovePod"
 	OpRecordUncertain Op = "RecordUncertain"
+	OpRecordPrepared  Op = "RecordPrepared"
+	OpRemovePrepared  Op = "RemovePrepared"
 )
 
 // TransitionError reports an operation that the claim's recorded state does
@@ -75,6 +77,10 @@ func transitionHint(op Op, from State, stale bool) string {
 		return "; Remove must follow StartUnprepare"
 	case op == OpAddPod:
 		return "; the claim is being unprepared"
+	case op == OpRecordPrepared:
+		return "; only a claim not recorded can be recorded as prepared at once: StartPrepare and FinishPrepare take a recorded one"
+	case op == OpRemovePrepared:
+		return "; only a Prepared claim can be removed at once: StartUnprepare, the drivers, Remove otherwise"
 	case op == OpRecordUncertain:
 		return "; the claim's state is known: only a claim not recorded, or recorded as uncertain, can be recorded as uncertain"
 	}

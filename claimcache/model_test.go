@@ -129,6 +129,37 @@ func (m *model) remove(uid string) (*Entry, string) {
 	return nil, "ok"
 }
 
+func (m *model) recordPrepared(ref ClaimRef, drivers map[string][]Device) (*Entry, string) {
+	if owner, ok := m.owner(ref.Namespace, ref.Name); ok && owner != ref.UID {
+		return nil, fmt.Sprintf("uid mismatch %s/%s recorded %s requested %s", ref.Namespace, ref.Name, owner, ref.UID)
+	}
+	if c, ok := m.claims[ref.UID]; ok {
+		if c.ref != ref {
+			return nil, "invalid"
+		}
+		return nil, m.illegal(ref.UID, c, OpRecordPrepared)
+	}
+	c := modelClaim{ref: ref, state: Prepared, boot: m.boot, pods: map[string]bool{}, drivers: cloneDrivers(drivers)}
+	if len(c.drivers) == 0 {
+		c.drivers = nil
+	}
+	m.claims[ref.UID] = c
+	e := m.entry(c)
+	return &e, "ok"
+}
+
+func (m *model) removePrepared(uid string) (*Entry, string) {
+	c, ok := m.claims[uid]
+	switch {
+	case !ok:
+		return nil, "not found"
+	case c.state != Prepared:
+		return nil, m.illegal(uid, c, OpRemovePrepared)
+	}
+	delete(m.claims, uid)
+	return nil, "ok"
+}
+
 func (m *model) setPod(uid, pod string, add bool) (*Entry, string) {
 	c, ok := m.claims[uid]
 	switch {
@@ -289,12 +320,24 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			got, err := c.StartUnprepare(uid)
 			want, kind := m.startUnprepare(uid)
 			compare("StartUnprepare", got, err, want, kind)
-		case op < 57:
+		case op < 52:
 			uid := pickUID()
 			trace = append(trace, fmt.Sprintf("Remove(%s)", uid))
 			err := c.Remove(uid)
 			want, kind := m.remove(uid)
 			compare("Remove", Entry{}, err, want, kind)
+		case op < 55:
+			ref, drivers := pickRef(), pickDrivers()
+			trace = append(trace, fmt.Sprintf("RecordPrepared(%v, %d drivers)", ref, len(drivers)))
+			got, err := c.RecordPrepared(ref, drivers)
+			want, kind := m.recordPrepared(ref, drivers)
+			compare("RecordPrepared", got, err, want, kind)
+		case op < 57:
+			uid := pickUID()
+			trace = append(trace, fmt.Sprintf("RemovePrepared(%s)", uid))
+			err := c.RemovePrepared(uid)
+			want, kind := m.removePrepared(uid)
+			compare("RemovePrepared", Entry{}, err, want, kind)
 		case op < 67:
 			uid, pod, add := pickUID(), pods[1+rng.IntN(len(pods)-1)], rng.IntN(2) == 0
 			trace = append(trace, fmt.Sprintf("SetPod(%s, %s, add=%v)", uid, pod, add))

@@ -64,6 +64,8 @@ func TestTransitions(t *testing.T) {
 		OpRemove:         {run: func(c *Cache) error { return c.Remove(claimA.UID) }},
 		OpAddPod:         {run: func(c *Cache) error { _, err := c.AddPod(claimA.UID, "pod-2"); return err }},
 		OpRemovePod:      {run: func(c *Cache) error { _, err := c.RemovePod(claimA.UID, "pod-1"); return err }},
+		OpRecordPrepared: {run: func(c *Cache) error { _, err := c.RecordPrepared(claimA, gpuDevices); return err }},
+		OpRemovePrepared: {run: func(c *Cache) error { return c.RemovePrepared(claimA.UID) }},
 	}
 	// want is the state after the operation ("removed", "none" for no
 	// entry, "PS-stale" when the entry stays in an earlier boot) or the error
@@ -77,6 +79,8 @@ func TestTransitions(t *testing.T) {
 		{"none", "Remove", "not found"},
 		{"none", "AddPod", "not found"},
 		{"none", "RemovePod", "not found"},
+		{"none", "RecordPrepared", "P"},
+		{"none", "RemovePrepared", "not found"},
 
 		{"PS", "StartPrepare", "PS"},
 		{"PS", "FinishPrepare", "P"},
@@ -84,6 +88,8 @@ func TestTransitions(t *testing.T) {
 		{"PS", "Remove", "illegal Remove from PrepareStarted stale=false"},
 		{"PS", "AddPod", "PS"},
 		{"PS", "RemovePod", "PS"},
+		{"PS", "RecordPrepared", "illegal RecordPrepared from PrepareStarted stale=false"},
+		{"PS", "RemovePrepared", "illegal RemovePrepared from PrepareStarted stale=false"},
 
 		{"P", "StartPrepare", "illegal StartPrepare from Prepared stale=false"},
 		{"P", "FinishPrepare", "illegal FinishPrepare from Prepared stale=false"},
@@ -91,6 +97,8 @@ func TestTransitions(t *testing.T) {
 		{"P", "Remove", "illegal Remove from Prepared stale=false"},
 		{"P", "AddPod", "P"},
 		{"P", "RemovePod", "P"},
+		{"P", "RecordPrepared", "illegal RecordPrepared from Prepared stale=false"},
+		{"P", "RemovePrepared", "removed"},
 
 		{"US", "StartPrepare", "illegal StartPrepare from UnprepareStarted stale=false"},
 		{"US", "FinishPrepare", "illegal FinishPrepare from UnprepareStarted stale=false"},
@@ -98,6 +106,8 @@ func TestTransitions(t *testing.T) {
 		{"US", "Remove", "removed"},
 		{"US", "AddPod", "illegal AddPod from UnprepareStarted stale=false"},
 		{"US", "RemovePod", "US"},
+		{"US", "RecordPrepared", "illegal RecordPrepared from UnprepareStarted stale=false"},
+		{"US", "RemovePrepared", "illegal RemovePrepared from UnprepareStarted stale=false"},
 
 		{"PS-stale", "StartPrepare", "PS"},
 		{"PS-stale", "FinishPrepare", "illegal FinishPrepare from PrepareStarted stale=true"},
@@ -105,6 +115,8 @@ func TestTransitions(t *testing.T) {
 		{"PS-stale", "Remove", "illegal Remove from PrepareStarted stale=true"},
 		{"PS-stale", "AddPod", "PS-stale"},
 		{"PS-stale", "RemovePod", "PS-stale"},
+		{"PS-stale", "RecordPrepared", "illegal RecordPrepared from PrepareStarted stale=true"},
+		{"PS-stale", "RemovePrepared", "illegal RemovePrepared from PrepareStarted stale=true"},
 
 		{"P-stale", "StartPrepare", "PS"},
 		{"P-stale", "FinishPrepare", "illegal FinishPrepare from Prepared stale=true"},
@@ -112,6 +124,8 @@ func TestTransitions(t *testing.T) {
 		{"P-stale", "Remove", "illegal Remove from Prepared stale=true"},
 		{"P-stale", "AddPod", "P-stale"},
 		{"P-stale", "RemovePod", "P-stale"},
+		{"P-stale", "RecordPrepared", "illegal RecordPrepared from Prepared stale=true"},
+		{"P-stale", "RemovePrepared", "removed"},
 
 		{"US-stale", "StartPrepare", "illegal StartPrepare from UnprepareStarted stale=true"},
 		{"US-stale", "FinishPrepare", "illegal FinishPrepare from UnprepareStarted stale=true"},
@@ -119,6 +133,8 @@ func TestTransitions(t *testing.T) {
 		{"US-stale", "Remove", "removed"},
 		{"US-stale", "AddPod", "illegal AddPod from UnprepareStarted stale=true"},
 		{"US-stale", "RemovePod", "US-stale"},
+		{"US-stale", "RecordPrepared", "illegal RecordPrepared from UnprepareStarted stale=true"},
+		{"US-stale", "RemovePrepared", "illegal RemovePrepared from UnprepareStarted stale=true"},
 	}
 	short := map[State]string{PrepareStarted: "PS", Prepared: "P", UnprepareStarted: "US"}
 	describe := func(c *Cache) string {
@@ -314,8 +330,9 @@ func TestUIDMismatchAndLookups(t *testing.T) {
 	recreated := ClaimRef{Namespace: claimA.Namespace, Name: claimA.Name, UID: "uid-a2"}
 	want := &UIDMismatchError{Namespace: "ns", Name: "claim-a", RecordedUID: "uid-a", RequestedUID: "uid-a2"}
 	for name, call := range map[string]func() error{
-		"StartPrepare": func() error { _, err := c.StartPrepare(recreated, "pod-2"); return err },
-		"Lookup":       func() error { _, err := c.Lookup(recreated); return err },
+		"StartPrepare":   func() error { _, err := c.StartPrepare(recreated, "pod-2"); return err },
+		"RecordPrepared": func() error { _, err := c.RecordPrepared(recreated, gpuDevices); return err },
+		"Lookup":         func() error { _, err := c.Lookup(recreated); return err },
 	} {
 		err := call()
 		var got *UIDMismatchError
@@ -341,6 +358,9 @@ func TestUIDMismatchAndLookups(t *testing.T) {
 	}
 	if _, err := c.StartPrepare(renamed, ""); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("StartPrepare of a recorded UID under another name: %v", err)
+	}
+	if _, err := c.RecordPrepared(renamed, gpuDevices); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("RecordPrepared of a recorded UID under another name: %v", err)
 	}
 	// Once the old claim is unprepared the name is free for the new UID.
 	if _, err := c.StartUnprepare(claimA.UID); err != nil {
@@ -383,6 +403,12 @@ func TestInvalidArguments(t *testing.T) {
 		{"AddPod empty pod", func() error { _, err := c.AddPod(claimA.UID, ""); return err }, "pod UID"},
 		{"RemovePod empty claim", func() error { _, err := c.RemovePod("", "pod"); return err }, "claim UID"},
 		{"StartUnprepare empty", func() error { _, err := c.StartUnprepare(""); return err }, "empty UID"},
+		{"RecordPrepared empty UID", func() error { _, err := c.RecordPrepared(ClaimRef{Namespace: "n", Name: "x"}, gpuDevices); return err }, "empty UID"},
+		{"RecordPrepared device without pool", func() error {
+			_, err := c.RecordPrepared(ClaimRef{Namespace: "n", Name: "x", UID: "u"}, map[string][]Device{"drv": {{Device: "d"}}})
+			return err
+		}, "pool and device names must be set"},
+		{"RemovePrepared empty", func() error { return c.RemovePrepared("") }, "empty UID"},
 		{"Remove empty", func() error { return c.Remove("") }, "empty UID"},
 	}
 	for _, tc := range tests {

@@ -75,7 +75,7 @@ func TestFullCallSet(t *testing.T) {
 	p := launch(t, testConfig(t, map[string]any{"devices": 3}), opts)
 	ctx := context.Background()
 
-	if info := p.Info(); info.DriverName != "test.dranode.dev" || info.DriverVersion != "v0.0.1" || !info.Health {
+	if info := p.Info(); info.DriverName != "test.dranode.dev" || info.DriverVersion != "v0.0.1" || !info.Health || info.StatelessPrepare {
 		t.Errorf("Info = %+v", info)
 	}
 	inv, seq, err := p.WaitInventory(ctx, 0)
@@ -127,6 +127,15 @@ func TestFullCallSet(t *testing.T) {
 	// its content when it is there.
 	if len(health) > 0 && (health[0][0].Device != "dev0" || health[0][0].Status != pluginmgr.Healthy) {
 		t.Errorf("health = %+v", health)
+	}
+}
+
+// StatelessPrepare crosses the wire as the plugin reports it (false in
+// TestFullCallSet).
+func TestInfoStatelessPrepare(t *testing.T) {
+	p := launch(t, testConfig(t, map[string]any{"statelessPrepare": true}), quietOptions())
+	if info := p.Info(); !info.StatelessPrepare {
+		t.Errorf("Info = %+v, want StatelessPrepare", info)
 	}
 }
 

@@ -117,6 +117,7 @@ func (s *server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse,
 		DriverVersion:     info.DriverVersion,
 		Health:            info.Health && health,
 		OpaqueConfigKinds: info.OpaqueConfigKinds,
+		StatelessPrepare:  info.StatelessPrepare,
 	}, nil
 }
 

@@ -175,6 +175,7 @@ func (p *Plugin) handshakeCalls(ctx context.Context, inst *instance) error {
 		DriverVersion:     resp.GetDriverVersion(),
 		Health:            resp.GetHealth(),
 		OpaqueConfigKinds: resp.GetOpaqueConfigKinds(),
+		StatelessPrepare:  resp.GetStatelessPrepare(),
 	}
 	if err := inventory.ValidateDriverName(inst.info.DriverName); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidInfo, err)

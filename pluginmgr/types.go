@@ -21,6 +21,15 @@ type Info struct {
 	// OpaqueConfigKinds lists the "apiVersion/Kind" strings of the opaque
 	// device configuration the driver accepts, e.g. "gpu.example.com/v1/GpuConfig".
 	OpaqueConfigKinds []string
+	// StatelessPrepare says that Prepare changes nothing on the node that
+	// Unprepare would have to undo: it only computes the container edits
+	// (the example gpu plugin), and Unprepare has nothing to do. An agent
+	// then records a claim once, when it is prepared, and drops the record
+	// at once on Unprepare: one durable commit each instead of two, since
+	// a crash in between leaves nothing on the node to find. A plugin that
+	// attaches, binds, programs or allocates anything per claim (the loop
+	// plugin) must leave it false.
+	StatelessPrepare bool
 }
 
 // Claim is one ResourceClaim to prepare, reduced to what a driver needs.

@@ -108,8 +108,10 @@ func (n *node) specFiles(uid types.UID) []string {
 // a claim the kubelet still lists survives every sweep.
 //
 //	(a) the agent is killed (SIGKILL) while a Prepare is inside the frozen
-//	    plugin, leaving the claim in PrepareStarted; the pod and its claim
-//	    are deleted while the agent is down;
+//	    plugin, leaving the claim in PrepareStarted (the plugin declares a
+//	    Prepare that keeps state: a stateless one is recorded only once
+//	    prepared); the pod and its claim are deleted while the agent is
+//	    down;
 //	(b) a prepared claim is force-deleted from the API server;
 //	(c) a prepared claim stays, but its pod is gone (reservedFor empty);
 //	(d) a prepared claim and its pod are deleted from the API server, but
@@ -120,7 +122,7 @@ func (n *node) specFiles(uid types.UID) []string {
 // ever unprepare them.
 func TestLeftoversCleaned(t *testing.T) {
 	const grace, interval = 2 * time.Second, 200 * time.Millisecond
-	n := newNode(t)
+	n := newNode(t, harness.GPUDriver{DriverName: gpuDriver, NumDevices: 8, PrepareKeepsState: true})
 	err := n.agent.PatchConfig(map[string]any{
 		"cleanup": map[string]any{"interval": interval.String(), "gracePeriod": grace.String()},
 		"kubelet": map[string]any{"draManagerState": filepath.Join(n.KubeletDir(), kubeletCheckpointName)},

@@ -23,6 +23,9 @@
 //	                    devRoot is watched)
 //	containerDevDir     device nodes' directory    default /dev for gpu.example.com,
 //	                    in the container           /dev/<driverName> for other names
+//	statelessPrepare    report Prepare as leaving   default true
+//	                    nothing on the node
+//	                    (pluginmgr.Info)
 //
 // # Device nodes
 //

@@ -78,6 +78,10 @@ type config struct {
 	// HostDeviceNode is the real device node every simulated GPU's
 	// container node is made from (its type and major:minor).
 	HostDeviceNode string `json:"hostDeviceNode"`
+	// StatelessPrepare is what Info reports (pluginmgr.Info): true by
+	// default, as Prepare only computes container edits; false makes the
+	// agent take the path of a driver that changes the node.
+	StatelessPrepare *bool `json:"statelessPrepare"`
 
 	memory resource.Quantity
 }
@@ -129,6 +133,9 @@ func parseConfig(raw []byte) (config, error) {
 	}
 	if c.NumDevices == nil {
 		c.NumDevices = ptr.To(8)
+	}
+	if c.StatelessPrepare == nil {
+		c.StatelessPrepare = ptr.To(true)
 	}
 	if c.DevRoot == "" {
 		c.DevRoot = "/tmp/dranode-gpu/dev"
@@ -207,6 +214,7 @@ func (d *driver) Info(ctx context.Context) (pluginmgr.Info, error) {
 		DriverVersion:     driverVersion,
 		Health:            true,
 		OpaqueConfigKinds: []string{cfg.DriverName + "/" + configGroup + "/" + configKind},
+		StatelessPrepare:  *cfg.StatelessPrepare,
 	}, nil
 }
 

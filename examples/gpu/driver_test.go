@@ -31,13 +31,18 @@ func TestParseConfig(t *testing.T) {
 		check   func(t *testing.T, c config)
 	}{
 		{name: "defaults", raw: "", check: func(t *testing.T, c config) {
-			if c.DriverName != "gpu.example.com" || *c.NumDevices != 8 || c.DevRoot != "/tmp/dranode-gpu/dev" || c.memory.String() != "40Gi" || c.HostDeviceNode != "/dev/null" {
+			if c.DriverName != "gpu.example.com" || *c.NumDevices != 8 || c.DevRoot != "/tmp/dranode-gpu/dev" || c.memory.String() != "40Gi" || c.HostDeviceNode != "/dev/null" || !*c.StatelessPrepare {
 				t.Errorf("defaults = %+v", c)
 			}
 		}},
 		{name: "zero devices is allowed", raw: `{"numDevices": 0}`, check: func(t *testing.T, c config) {
 			if *c.NumDevices != 0 {
 				t.Errorf("numDevices = %d", *c.NumDevices)
+			}
+		}},
+		{name: "statelessPrepare off", raw: `{"statelessPrepare": false}`, check: func(t *testing.T, c config) {
+			if *c.StatelessPrepare {
+				t.Error("statelessPrepare = true, want false")
 			}
 		}},
 		{name: "unknown field", raw: `{"numDevice": 2}`, wantErr: `unknown field "numDevice"`},

@@ -74,6 +74,10 @@ type GPUDriver struct {
 	DriverName string
 	NumDevices int
 	SHA256     string // empty: the plugin binary's real digest
+	// PrepareKeepsState makes the plugin report a Prepare that is not
+	// stateless (its statelessPrepare: false), so that the agent records
+	// a claim before calling it, as for a driver that changes the node.
+	PrepareKeepsState bool
 }
 
 // AgentOptions describe one agent on one node. Directories are created
@@ -188,6 +192,8 @@ func (a *Agent) WriteConfig() error {
 				"driverName": d.DriverName,
 				"numDevices": d.NumDevices,
 				"devRoot":    filepath.Join(a.DevRoot, d.DriverName),
+				// statelessPrepare: the plugin's own default is true
+				"statelessPrepare": !d.PrepareKeepsState,
 			},
 		})
 	}

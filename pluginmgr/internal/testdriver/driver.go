@@ -43,6 +43,8 @@ type Config struct {
 	// Status makes Prepare report a status (KEP-4817) for every device: a
 	// Ready condition and the device name as opaque data.
 	Status bool `json:"status"`
+	// StatelessPrepare is reported in Info as it is.
+	StatelessPrepare bool `json:"statelessPrepare"`
 }
 
 // Driver is the test driver; the zero value is ready for Configure.
@@ -58,7 +60,7 @@ func (d *Driver) Info(context.Context) (pluginmgr.Info, error) {
 	if d.cfg.DriverName != "" {
 		name = d.cfg.DriverName
 	}
-	return pluginmgr.Info{DriverName: name, DriverVersion: "v0.0.1", Health: true}, nil
+	return pluginmgr.Info{DriverName: name, DriverVersion: "v0.0.1", Health: true, StatelessPrepare: d.cfg.StatelessPrepare}, nil
 }
 
 func (d *Driver) Configure(_ context.Context, _ string, raw []byte) error {

@@ -132,8 +132,12 @@ type InfoResponse struct {
 	// e.g. "gpu.example.com/v1, Kind=GpuConfig" is written as
 	// "gpu.example.com/v1/GpuConfig".
 	OpaqueConfigKinds []string `protobuf:"bytes,4,rep,name=opaque_config_kinds,json=opaqueConfigKinds,proto3" json:"opaque_config_kinds,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Prepare changes nothing on the node that Unprepare would have to undo
+	// (it only computes container edits): the agent then records a claim
+	// once, when it is prepared, and drops the record at once on Unprepare.
+	StatelessPrepare bool `protobuf:"varint,5,opt,name=stateless_prepare,json=statelessPrepare,proto3" json:"stateless_prepare,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -192,6 +196,13 @@ func (x *InfoResponse) GetOpaqueConfigKinds() []string {
 		return x.OpaqueConfigKinds
 	}
 	return nil
+}
+
+func (x *InfoResponse) GetStatelessPrepare() bool {
+	if x != nil {
+		return x.StatelessPrepare
+	}
+	return false
 }
 
 type ConfigureRequest struct {
@@ -1454,13 +1465,14 @@ var File_dranode_plugin_v1_plugin_proto protoreflect.FileDescriptor
 const file_dranode_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x1edranode/plugin/v1/plugin.proto\x12\x11dranode.plugin.v1\"\r\n" +
-	"\vInfoRequest\"\x9e\x01\n" +
+	"\vInfoRequest\"\xcb\x01\n" +
 	"\fInfoResponse\x12\x1f\n" +
 	"\vdriver_name\x18\x01 \x01(\tR\n" +
 	"driverName\x12%\n" +
 	"\x0edriver_version\x18\x02 \x01(\tR\rdriverVersion\x12\x16\n" +
 	"\x06health\x18\x03 \x01(\bR\x06health\x12.\n" +
-	"\x13opaque_config_kinds\x18\x04 \x03(\tR\x11opaqueConfigKinds\"G\n" +
+	"\x13opaque_config_kinds\x18\x04 \x03(\tR\x11opaqueConfigKinds\x12+\n" +
+	"\x11stateless_prepare\x18\x05 \x01(\bR\x10statelessPrepare\"G\n" +
 	"\x10ConfigureRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x16\n" +
 	"\x06config\x18\x02 \x01(\fR\x06config\"\x13\n" +
