@@ -400,19 +400,7 @@ func (c *Cache) StartUnprepare(uid string) (Entry, error) {
 // Remove durably drops the entry of a claim in UnprepareStarted, once the
 // drivers unprepared it.
 func (c *Cache) Remove(uid string) error {
-	if uid == "" {
-		return invalidf("Remove: empty UID")
-	}
-	_, err := c.change(uid, OpRemove, func(cur *record) (*record, error) {
-		if cur == nil {
-			return nil, notFound(uid)
-		}
-		if cur.State != UnprepareStarted {
-			return nil, &TransitionError{UID: uid, From: cur.State, Stale: cur.BootID != c.bootID, Op: OpRemove}
-		}
-		return nil, nil
-	})
-	return err
+	return c.remove(uid, OpRemove, UnprepareStarted)
 }
 
 // RemovePrepared durably drops the entry of a Prepared claim (in any boot)
@@ -421,15 +409,20 @@ func (c *Cache) Remove(uid string) error {
 // claim Prepared for the next Unprepare. Other states are a
 // *TransitionError.
 func (c *Cache) RemovePrepared(uid string) error {
+	return c.remove(uid, OpRemovePrepared, Prepared)
+}
+
+// remove durably drops the entry of a claim in state from.
+func (c *Cache) remove(uid string, op Op, from State) error {
 	if uid == "" {
-		return invalidf("RemovePrepared: empty UID")
+		return invalidf("%s: empty UID", op)
 	}
-	_, err := c.change(uid, OpRemovePrepared, func(cur *record) (*record, error) {
+	_, err := c.change(uid, op, func(cur *record) (*record, error) {
 		if cur == nil {
 			return nil, notFound(uid)
 		}
-		if cur.State != Prepared {
-			return nil, &TransitionError{UID: uid, From: cur.State, Stale: cur.BootID != c.bootID, Op: OpRemovePrepared}
+		if cur.State != from {
+			return nil, &TransitionError{UID: uid, From: cur.State, Stale: cur.BootID != c.bootID, Op: op}
 		}
 		return nil, nil
 	})

@@ -117,13 +117,15 @@ func (m *model) startUnprepare(uid string) (*Entry, string) {
 	return &e, "ok"
 }
 
-func (m *model) remove(uid string) (*Entry, string) {
+// remove drops a claim in state from, as Remove (UnprepareStarted) and
+// RemovePrepared (Prepared) do.
+func (m *model) remove(uid string, op Op, from State) (*Entry, string) {
 	c, ok := m.claims[uid]
 	switch {
 	case !ok:
 		return nil, "not found"
-	case c.state != UnprepareStarted:
-		return nil, m.illegal(uid, c, OpRemove)
+	case c.state != from:
+		return nil, m.illegal(uid, c, op)
 	}
 	delete(m.claims, uid)
 	return nil, "ok"
@@ -146,18 +148,6 @@ func (m *model) recordPrepared(ref ClaimRef, drivers map[string][]Device) (*Entr
 	m.claims[ref.UID] = c
 	e := m.entry(c)
 	return &e, "ok"
-}
-
-func (m *model) removePrepared(uid string) (*Entry, string) {
-	c, ok := m.claims[uid]
-	switch {
-	case !ok:
-		return nil, "not found"
-	case c.state != Prepared:
-		return nil, m.illegal(uid, c, OpRemovePrepared)
-	}
-	delete(m.claims, uid)
-	return nil, "ok"
 }
 
 func (m *model) setPod(uid, pod string, add bool) (*Entry, string) {
@@ -324,7 +314,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			uid := pickUID()
 			trace = append(trace, fmt.Sprintf("Remove(%s)", uid))
 			err := c.Remove(uid)
-			want, kind := m.remove(uid)
+			want, kind := m.remove(uid, OpRemove, UnprepareStarted)
 			compare("Remove", Entry{}, err, want, kind)
 		case op < 55:
 			ref, drivers := pickRef(), pickDrivers()
@@ -336,7 +326,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			uid := pickUID()
 			trace = append(trace, fmt.Sprintf("RemovePrepared(%s)", uid))
 			err := c.RemovePrepared(uid)
-			want, kind := m.removePrepared(uid)
+			want, kind := m.remove(uid, OpRemovePrepared, Prepared)
 			compare("RemovePrepared", Entry{}, err, want, kind)
 		case op < 67:
 			uid, pod, add := pickUID(), pods[1+rng.IntN(len(pods)-1)], rng.IntN(2) == 0
