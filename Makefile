@@ -66,20 +66,26 @@ vet: $(addprefix vet/,$(ALL_MODULES))
 vet/%:
 	cd $* && GOWORK=off $(GO) vet ./...
 
-# check runs the control-plane build and the quick lint checks one by one,
-# then every module's tests CHECK_JOBS at a time (scripts/check-steps.sh says
-# why), and prints how long each step took at the end (slowest first, also
-# on failure) so that the next slow step is seen. The order below starts
-# the longest first. compat/node runs a real node and holds the host-wide
-# test lock (tools/envtest/hostlock) for minutes; the other modules that
-# take that lock (scripts/image's containerd, the examples' loop devices,
+# check runs generate-check alone first (it rewrites generated files that
+# the other steps compile), then the control-plane build, the other lint
+# checks and every module's tests CHECK_JOBS at a time
+# (scripts/check-steps.sh says why), and prints how long each step took at
+# the end (slowest first, also on failure) so that the next slow step is
+# seen. On a cold cache the lint checks (tidy-check downloads every
+# module's requirements) run beside the control-plane build instead of
+# after it; every test step waits for that build (make's prerequisite, and
+# the build's own lock). The order below starts the longest first.
+# compat/node runs a real node and holds the host-wide test lock
+# (tools/envtest/hostlock) for minutes; the other modules that take that
+# lock (scripts/image's containerd, the examples' loop devices,
 # integration's standalone agent) come after enough others to run once it
 # is free instead of waiting for it. CHECK_JOBS=1 runs one step at a time.
 CHECK_JOBS ?= 2
-CHECK_SERIAL = controlplane $(filter-out workspace,$(LINT_STEPS))
+CHECK_SERIAL = generate-check
 CHECK_FIRST := compat/node compat/e2e scripts/release tools/envtest compat/powerloss checkpoint \
 	scripts/image integration agent compat/fleet
-CHECK_PARALLEL = $(addprefix test/,$(CHECK_FIRST)) workspace \
+CHECK_PARALLEL = controlplane $(filter-out workspace generate-check,$(LINT_STEPS)) \
+	$(addprefix test/,$(CHECK_FIRST)) workspace \
 	$(addprefix test/,$(filter-out $(CHECK_FIRST),$(ALL_MODULES)))
 CHECK_TIMES := $(CURDIR)/.run/check-times
 

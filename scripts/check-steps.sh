@@ -3,9 +3,10 @@
 #
 #   scripts/check-steps.sh SERIAL_STEP... -- PARALLEL_STEP...
 #
-# The serial steps (the control-plane build every test needs, the quick lint
-# checks) run one by one, in order, their output streamed. The parallel
-# steps (one per module's tests) then run CHECK_JOBS at a time, in the order
+# The serial steps (those that write files the others read: generate-check)
+# run one by one, in order, their output streamed. The parallel steps (the
+# control-plane build, the lint checks, one step per module's tests) then
+# run CHECK_JOBS at a time, in the order
 # given (slowest first, so that the last to start are short): most modules'
 # tests wait on processes, fsync or the network for a good part of their
 # time, so two at once keep both cores busy where one at a time left one
