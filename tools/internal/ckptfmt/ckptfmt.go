@@ -305,6 +305,11 @@ func validFrameAfter(ctx context.Context, r io.ReaderAt, size, start int64) (boo
 		}
 		sum := binary.LittleEndian.Uint32(hdr[4:])
 		ok, err := checksumAt(ctx, r, off+frameHdrLen, n, sum, buf, base, filled)
+		if ctx.Err() != nil {
+			// Most of the scan is spent inside checksumAt: say where the
+			// scan stopped, as the check above does.
+			return false, fmt.Errorf("stopped looking for a valid frame after the damage at byte %d of %d: %w", off, size, context.Cause(ctx))
+		}
 		if err != nil || ok {
 			return ok, err
 		}
@@ -322,7 +327,7 @@ func checksumAt(ctx context.Context, r io.ReaderAt, off, n int64, sum uint32, wi
 	chunk := make([]byte, min(n, 1<<20))
 	for done := int64(0); done < n; {
 		if err := ctx.Err(); err != nil {
-			return false, fmt.Errorf("stopped checking a frame at byte %d: %w", off, context.Cause(ctx))
+			return false, context.Cause(ctx) // the caller says where
 		}
 		m, err := r.ReadAt(chunk[:min(int64(len(chunk)), n-done)], off+done)
 		if m == 0 && err != nil {
