@@ -33,6 +33,11 @@ func TestNodeRunsPodAndLeavesHostAsFound(t *testing.T) {
 	// Held from the first look at the host to the last: a node another
 	// test package starts meanwhile would show up as a change.
 	hostlock.HoldT(t)
+	// A node killed with its machine left things behind that Start would
+	// remove: gone before the first look, they are no change of this test's.
+	if err := harness.SweepStale(testWriter{t}); err != nil {
+		t.Fatal(err)
+	}
 	before := harness.SnapshotHost()
 	env := &envtest.Environment{Scheduler: true, APIServerFlags: harness.APIServerFlags()}
 	cfg := envtest.StartT(t, env)
@@ -169,6 +174,9 @@ func TestStartSweepsADeadNode(t *testing.T) {
 	// Held from the first look at the host to the last, and passed to the
 	// child, so that no other test's node shows up in the comparison.
 	hostlock.HoldT(t)
+	if err := harness.SweepStale(testWriter{t}); err != nil {
+		t.Fatal(err)
+	}
 	before := harness.SnapshotHost()
 	env := &envtest.Environment{APIServerFlags: harness.APIServerFlags()}
 	envtest.StartT(t, env)

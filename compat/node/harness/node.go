@@ -119,7 +119,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil, fmt.Errorf("harness: %w", err)
 	}
 	n.undo = append(n.undo, cleanupStep{"host lock", func() error { release(); return nil }})
-	if err := sweepStale(n.opts.Log); err != nil {
+	if err := SweepStale(n.opts.Log); err != nil {
 		release()
 		return nil, err
 	}

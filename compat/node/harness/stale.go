@@ -11,13 +11,16 @@ import (
 	"time"
 )
 
-// sweepStale removes what a node whose test binary died without Stop (a
-// SIGKILL, a -timeout) left behind. It runs under the host lock (tools/envtest/hostlock), which
-// the dead node released by dying, so every node directory found is stale:
+// SweepStale removes what a node whose test binary died without Stop (a
+// SIGKILL, a -timeout, a machine restarted under it) left behind. Start
+// calls it; a test that compares the host before and after a node calls it
+// first, so that the comparison starts from a host with no dead node on it.
+// The caller holds the host lock (tools/envtest/hostlock), which the dead
+// node released by dying, so every node directory found is stale:
 // its kubelet and containerd died with the test binary (Pdeathsig), but its
 // shims, containers, mounts, cgroups and bridge are still there, and the
 // bridge would make this Start fail.
-func sweepStale(log io.Writer) error {
+func SweepStale(log io.Writer) error {
 	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), nodeDirPrefix+"*"))
 	if err != nil {
 		return err
