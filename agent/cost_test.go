@@ -89,6 +89,23 @@ func TestFsyncsPerClaim(t *testing.T) {
 	}
 }
 
+// raceEnabled reports whether this test binary was built with -race, from
+// its build settings rather than a pair of build-tagged files: a file built
+// only without -race would be vetted by no step of make check, which vets
+// with -race.
+var raceEnabled = func() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
+}()
+
 // TestAllocsPerClaim counts heap allocations of the Prepare path
 // (testing.AllocsPerRun counts the whole process's, the plugin's gRPC
 // client's included; the plugin runs in a process of its own).

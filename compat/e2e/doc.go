@@ -1,5 +1,5 @@
 // Package e2e holds end-to-end tests in which the kubelet is the judge: the
-// kubelet's own plugin manager and DRA manager (k8s.io/kubernetes v1.37.1)
+// kubelet's own plugin manager and DRA manager (k8s.io/kubernetes v1.37.2)
 // talk to a real dranode-agent process over its sockets, against a real
 // etcd, kube-apiserver and kube-scheduler, and every CDI ID the kubelet gets
 // back is resolved through the reference CDI library.

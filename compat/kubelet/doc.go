@@ -1,5 +1,5 @@
 // Package kubelet is a test harness that runs the kubelet's own checkpoint
-// code (k8s.io/kubernetes v1.37.1) next to dranode's: it produces the golden
+// code (k8s.io/kubernetes v1.37.2) next to dranode's: it produces the golden
 // files that checkpoint/kubeletcompat is tested against, checks that
 // kubeletcompat reads whatever the kubelet writes, and benchmarks the
 // kubelet's DRA checkpointer side by side with the dranode checkpoint journal.

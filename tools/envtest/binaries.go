@@ -13,7 +13,7 @@ import (
 // they name the cache directory, so they must match the pinned go.mod files
 // in build/controlplane (a test checks that they do).
 const (
-	KubernetesVersion = "v1.37.1"
+	KubernetesVersion = "v1.37.2"
 	EtcdVersion       = "v3.6.16"
 )
 

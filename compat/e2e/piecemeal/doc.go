@@ -3,7 +3,7 @@
 // upstream kubeletplugin helper and dranode's cdi, claimcache and
 // sliceclient modules, without the agent. They are the agent's scenarios
 // (package e2e) run against that binary: the kubelet's own plugin manager
-// and DRA manager (k8s.io/kubernetes v1.37.1) talk to it over its sockets,
+// and DRA manager (k8s.io/kubernetes v1.37.2) talk to it over its sockets,
 // the real control plane and scheduler allocate its published devices, and
 // every CDI ID the kubelet gets back is resolved through the reference CDI
 // library.
