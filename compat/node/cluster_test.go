@@ -221,12 +221,8 @@ func (c *cluster) apply(obj *unstructured.Unstructured) {
 
 func helm(t testing.TB, args ...string) []byte {
 	t.Helper()
-	out, err := exec.Command("../../scripts/build-helm.sh").Output()
-	if err != nil {
-		t.Fatalf("scripts/build-helm.sh: %v", err)
-	}
 	home := t.TempDir()
-	cmd := exec.Command(strings.TrimSpace(string(out)), args...)
+	cmd := exec.Command(helmBinary, args...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -20,6 +20,9 @@ import (
 
 // testImages are the images every test's node imports, built once per test
 // binary by scripts/image (the code behind "make image").
+// helmBinary is helm, built (or found in its cache) by TestMain.
+var helmBinary string
+
 var testImages struct {
 	agent, pause, workload string // OCI archives
 	agentRepo, tag         string
@@ -42,6 +45,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "building the images:", err)
 		return 1
 	}
+	// helm too, before any test's deadline starts: on an empty cache it
+	// is built from source, which took 9.5 of a test's 10 minutes in a
+	// cold make check (the test then failed waiting for the agent).
+	out, err := exec.Command("../../scripts/build-helm.sh").Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scripts/build-helm.sh:", err)
+		return 1
+	}
+	helmBinary = strings.TrimSpace(string(out))
 	return m.Run()
 }
 
