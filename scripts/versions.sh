@@ -4,7 +4,7 @@
 #   scripts/versions.sh check    fail, naming each module and dependency,
 #                                where a module builds a dependency at another
 #                                version than the rest
-#   scripts/versions.sh align    raise those requirements (go get) and tidy,
+#   scripts/versions.sh align    raise those requirements (go mod edit) and tidy,
 #                                until check passes
 #
 # Why: every module builds and tests alone (GOWORK=off), so each resolves its

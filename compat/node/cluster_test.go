@@ -177,7 +177,7 @@ func (c *cluster) deployChart(values map[string]any) {
 	if _, err := c.client.CoreV1().Namespaces().Create(c.ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		c.t.Fatal(err)
 	}
-	args := []string{"template", "dranode", chartDir, "--namespace", agentNS, "--kube-version", "1.37.2"}
+	args := []string{"template", "dranode", chartDir, "--namespace", agentNS, "--kube-version", strings.TrimPrefix(envtest.KubernetesVersion, "v")}
 	for _, f := range c.valueFiles {
 		args = append(args, "--values", filepath.Join(chartDir, f))
 	}
