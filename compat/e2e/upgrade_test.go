@@ -24,6 +24,7 @@ type load struct {
 	pods              []*corev1.Pod
 	pause             sync.RWMutex
 	stop              chan struct{}
+	stopOnce          sync.Once
 	done              sync.WaitGroup
 	prepares, unpreps atomic.Int64
 	failed            atomic.Int64
@@ -88,11 +89,16 @@ func (l *load) record(what string, p *corev1.Pod, err error) {
 	l.failures = append(l.failures, fmt.Sprintf("%s %s: %v", what, p.Name, err))
 }
 
+// halt stops the load and waits for its calls in flight.
+func (l *load) halt() {
+	l.stopOnce.Do(func() { close(l.stop) })
+	l.done.Wait()
+}
+
 // finish stops the load and fails the test for every failed call.
 func (l *load) finish(t *testing.T) {
 	t.Helper()
-	close(l.stop)
-	l.done.Wait()
+	l.halt()
 	t.Logf("calls through the kubelet's DRA manager: %d prepares, %d unprepares, %d failed", l.prepares.Load(), l.unpreps.Load(), l.failed.Load())
 	for _, f := range l.failures {
 		t.Errorf("failed call: %s", f)
@@ -119,6 +125,7 @@ func upgradeNode(t *testing.T) (*node, *load) {
 	n.start()
 	pods := n.Schedule("up", 50, n.ensureTemplate())
 	l := startLoad(n, pods, 8)
+	t.Cleanup(l.halt) // before the node's cleanups, also when the test stops early
 	l.waitCalls(t, 50)
 	return n, l
 }
@@ -187,7 +194,9 @@ func TestRollingUpgradeNoFailedCalls(t *testing.T) {
 // free, takes it back and answers every call.
 func TestUpgradeNewInstanceKilledFallsBack(t *testing.T) {
 	n, l := upgradeNode(t)
-	next := startInstance(t, n, "instance-2")
+	// A pod UID, as the chart gives: a killed instance's registration
+	// socket is recognised by it, and removed.
+	next := startInstance(t, n, "6f2d1c9e-3b4a-4e5f-8a7b-000000000002")
 	l.waitCalls(t, 100)
 	plugins := n.Kubelet().DRA.GetWatcherHandler().(*draplugin.DRAPluginManager)
 	newest, err := plugins.GetPlugin(gpuDriver)
@@ -206,6 +215,15 @@ func TestUpgradeNewInstanceKilledFallsBack(t *testing.T) {
 		p, err := plugins.GetPlugin(gpuDriver)
 		return err == nil && p != newest, nil
 	})
+	if err == nil {
+		// Until the kubelet forgets the killed instance, it may pick it
+		// again: a reconnect it began while the instance died reports it
+		// connected for a moment. The old instance removes the killed
+		// one's sockets once it took the record back.
+		ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
+		err = n.Kubelet().WaitEndpoints(ctx, gpuDriver, 1)
+		cancel()
+	}
 	l.pause.Unlock()
 	if err != nil {
 		t.Fatal(err)

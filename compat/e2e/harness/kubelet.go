@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/dra"
 	"k8s.io/kubernetes/pkg/kubelet/config"
 	"k8s.io/kubernetes/pkg/kubelet/pluginmanager"
+	"k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
 )
 
 // Kubelet is the node side of DRA as the kubelet runs it: the plugin
@@ -26,6 +28,8 @@ import (
 // code, wired the way the kubelet's container manager wires it.
 type Kubelet struct {
 	DRA *dra.Manager
+
+	registrations *registrations
 
 	cancel context.CancelFunc
 	stopCh chan struct{}
@@ -78,7 +82,8 @@ func StartKubelet(ctx context.Context, o KubeletOptions) (*Kubelet, error) {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: o.NodeName})
 	plugins := pluginmanager.NewPluginManager(o.RegistryDir, recorder)
-	plugins.AddHandler(pluginwatcherapi.DRAPlugin, manager.GetWatcherHandler())
+	k.registrations = &registrations{PluginHandler: manager.GetWatcherHandler(), changed: make(chan struct{})}
+	plugins.AddHandler(pluginwatcherapi.DRAPlugin, k.registrations)
 	k.done.Add(1)
 	go func() {
 		defer k.done.Done()
@@ -106,6 +111,64 @@ func (k *Kubelet) SetActive(pod *corev1.Pod, active bool) {
 	} else {
 		delete(k.pods, string(pod.UID))
 	}
+}
+
+// WaitEndpoints waits until the kubelet has n endpoints of driver
+// registered: the plugin manager's registrations and deregistrations, as
+// they reach the DRA manager.
+func (k *Kubelet) WaitEndpoints(ctx context.Context, driver string, n int) error {
+	for {
+		endpoints, changed := k.registrations.of(driver)
+		if len(endpoints) == n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d registered endpoints of %s, the kubelet has %v: %w", n, driver, endpoints, ctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+// registrations passes the plugin manager's calls on to the DRA manager's
+// handler and keeps the endpoints it registered, by driver.
+type registrations struct {
+	cache.PluginHandler
+
+	mu       sync.Mutex
+	byDriver map[string][]string
+	changed  chan struct{} // closed and replaced at every change
+}
+
+func (r *registrations) RegisterPlugin(ctx context.Context, driver, endpoint string, versions []string, timeout *time.Duration) error {
+	if err := r.PluginHandler.RegisterPlugin(ctx, driver, endpoint, versions, timeout); err != nil {
+		return err
+	}
+	r.update(driver, func(e []string) []string { return append(e, endpoint) })
+	return nil
+}
+
+func (r *registrations) DeRegisterPlugin(ctx context.Context, driver, endpoint string) {
+	r.PluginHandler.DeRegisterPlugin(ctx, driver, endpoint)
+	r.update(driver, func(e []string) []string { return slices.DeleteFunc(e, func(s string) bool { return s == endpoint }) })
+}
+
+func (r *registrations) update(driver string, change func([]string) []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byDriver == nil {
+		r.byDriver = map[string][]string{}
+	}
+	r.byDriver[driver] = change(r.byDriver[driver])
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// of is driver's registered endpoints and a channel closed at the next change.
+func (r *registrations) of(driver string) ([]string, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.byDriver[driver]), r.changed
 }
 
 // ActivePods lists the pods recorded as running.
