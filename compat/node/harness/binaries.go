@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 )
 
@@ -71,8 +70,21 @@ func ReadBinaries(dir string) (*Binaries, error) {
 	return b, nil
 }
 
-// repoRoot is the repository this package's source lives in.
+// repoRoot is the repository the test runs in: the nearest directory up
+// from the working directory (go test's is the package's) that holds
+// versions.yaml. Not the source file's path from runtime.Caller: make
+// check builds with -trimpath, which leaves only the import path there.
 func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	dir, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "versions.yaml")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return dir
+		}
+	}
 }
