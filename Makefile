@@ -96,7 +96,7 @@ vet/%:
 # lock (scripts/image's containerd, the examples' loop devices,
 # integration's standalone agent) come after enough others to run once it
 # is free instead of waiting for it. CHECK_JOBS=1 runs one step at a time.
-CHECK_JOBS ?= 2
+CHECK_JOBS ?= 3
 CHECK_SERIAL = generate-check
 CHECK_FIRST := compat/node compat/e2e scripts/release tools/envtest compat/powerloss checkpoint \
 	scripts/image integration agent compat/fleet
