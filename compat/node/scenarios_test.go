@@ -365,12 +365,26 @@ func TestWrongPluginChecksumInChart(t *testing.T) {
 		last = tailLines(log, 5) + fmt.Sprint(err)
 		return struct{}{}, err == nil && strings.Contains(log, "gpu2") && strings.Contains(log, strings.Repeat("ab", 32))
 	}, func() string { return last })
-	// Judge readiness only after the kubelet has probed it and seen it fail.
-	eventually(c, "a failed readiness probe of the agent's pod", func() (struct{}, bool) {
+	// Judge readiness only after the kubelet has probed it and the agent
+	// answered not ready: a probe made while the agent starts fails too,
+	// refused before the agent serves HTTP (a make check read the metrics
+	// right after such a failure, and was refused as well).
+	var probes []string
+	eventually(c, "a readiness probe the agent answered 503", func() (struct{}, bool) {
 		ev, err := c.client.CoreV1().Events(agentNS).List(c.ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.name=" + p.Name + ",reason=Unhealthy"})
-		return struct{}{}, err == nil && len(ev.Items) > 0
-	}, func() string { return "no Unhealthy event" })
+		if err != nil {
+			return struct{}{}, false
+		}
+		probes = probes[:0]
+		for _, e := range ev.Items {
+			probes = append(probes, e.Message)
+			if strings.Contains(e.Message, "statuscode: 503") {
+				return struct{}{}, true
+			}
+		}
+		return struct{}{}, false
+	}, func() string { return fmt.Sprintf("Unhealthy events: %q", probes) })
 	p, err := c.client.CoreV1().Pods(agentNS).Get(c.ctx, p.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
