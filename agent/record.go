@@ -219,12 +219,11 @@ func (a *Agent) reclaim() bool {
 	if err := a.serveHandover(); err != nil {
 		a.log.Error(err, "Serving the hand-over socket again; the next instance will wait for kubelet.handoverTimeout")
 	}
-	// The instance that died left its sockets: removed, the kubelet
-	// deregisters it. Kept, the kubelet would keep it too, and could pick
-	// it again: its connection to a dying instance can report "connected"
-	// for a moment after this instance's did not (compat/e2e
-	// TestUpgradeNewInstanceKilledFallsBack). No instance is starting (this
-	// one holds the start lock), so a socket that refuses is a dead one's.
+	// The dead instance's sockets go, so that the kubelet deregisters it:
+	// while registered, it may be picked again (a reconnect the kubelet
+	// began while it died reports it connected for a moment). No instance
+	// is starting (this one holds the start lock): a socket that refuses
+	// is a dead instance's.
 	for _, d := range a.sortedDrivers() {
 		a.removeStaleSockets(d)
 	}
