@@ -20,15 +20,15 @@ import (
 
 // testImages are the images every test's node imports, built once per test
 // binary by scripts/image (the code behind "make image").
-// helmBinary is helm, built (or found in its cache) by TestMain.
-var helmBinary string
-
 var testImages struct {
 	agent, pause, workload string // OCI archives
 	agentRepo, tag         string
 	pauseRef, workloadRef  string
 	pluginSHA256           map[string]string // by the chart's driver name
 }
+
+// helmBinary is helm, built (or found in its cache) by TestMain.
+var helmBinary string
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
