@@ -1,28 +1,55 @@
 #!/usr/bin/env bash
-# Builds helm, the version the chart is tested with, from the Go module proxy
-# (no binary downloads are reachable) into
-# ${XDG_CACHE_HOME:-$HOME/.cache}/dranode/helm-<version>/helm, once, under a
-# lock so that parallel test binaries build it once. Prints the binary's path.
+# Builds helm, the version the chart is tested with, from the build module
+# build/helm (helm.sh/helm/v3 pinned, fetched through the Go module proxy; no
+# binary downloads are reachable) and prints the binary's path.
 #
-# Used by the agent's chart tests and by compat/node, which deploys the chart
-# onto a real node.
+# Output: ${XDG_CACHE_HOME:-$HOME/.cache}/dranode/helm/helm-<version>_<go>/helm
+# with a MANIFEST of the go.mod/go.sum hashes it was built from. The cache,
+# its lock and the swap are scripts/lib/build.sh's, as for the control plane
+# and the node.
+#
+# build/helm resolves helm's Kubernetes libraries (k8s.io/api, client-go,
+# kubectl, …) to the control plane's versions, and helm is built with the
+# control plane's flags, so that on an empty cache it compiles only its own
+# packages: the other four fifths of its source are the control plane's
+# compiled packages (build/helm/README.md has the figures).
+#
+# Used by the agent's chart tests, integration and compat/node, which deploys
+# the chart onto a real node.
 set -euo pipefail
 
-version=v3.21.4
-dir="${XDG_CACHE_HOME:-$HOME/.cache}/dranode/helm-$version"
-bin="$dir/helm"
-if [[ -x "$bin" ]]; then
-	echo "$bin"
-	exit 0
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_name=build-helm
+# shellcheck source=lib/build.sh
+source "$repo/scripts/lib/build.sh"
+
+hmod="$repo/build/helm"
+cache_built=(helm)
+cache_files=(helm)
+
+version="$(modversion "$hmod/go.mod" helm.sh/helm/v3)"
+cpmod="$repo/build/controlplane/go.mod"
+replaces() { sed -n '/^replace[[:space:]]*(/,/^)/p' "$1"; }
+[[ "$(replaces "$hmod/go.mod")" == "$(replaces "$cpmod")" ]] ||
+	die "the replace block of build/helm/go.mod differs from build/controlplane/go.mod's: keep them equal"
+gover="$(go_version "$hmod")"
+par="$(build_parallel)"
+
+cache_build_one() { # dir binary
+	log "building helm $version (go build -p $par)"
+	# The control plane's flags (build-controlplane.sh): the same compiled
+	# packages serve both.
+	(cd "$hmod" && GOWORK=off go build -trimpath -p "$par" \
+		-ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$version" \
+		-o "$1/helm" helm.sh/helm/v3/cmd/helm) || die "building helm $version failed"
+}
+
+key="helm-${version}_${gover}"
+manifest="$(cd "$repo" && sha256sum build/helm/go.mod build/helm/go.sum)"
+
+dir="$(cache_main "${XDG_CACHE_HOME:-$HOME/.cache}/dranode/helm" "$key" "$manifest" "$@")"
+if [[ "${1:-}" == --print-dir ]]; then
+	echo "$dir"
+else
+	echo "$dir/helm"
 fi
-mkdir -p "$dir"
-exec 9>"$dir/.lock"
-flock 9
-if [[ ! -x "$bin" ]]; then
-	tmp="$(mktemp -d "$dir/build-XXXXXX")"
-	trap 'rm -rf "$tmp"' EXIT
-	echo "build-helm: building helm $version into $dir (once; a few minutes)" >&2
-	(cd "$tmp" && GOWORK=off GOFLAGS= GOBIN="$tmp" go install -p 1 "helm.sh/helm/v3/cmd/helm@$version") >&2
-	mv "$tmp/helm" "$bin"
-fi
-echo "$bin"
