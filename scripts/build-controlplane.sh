@@ -46,22 +46,22 @@ ldk="$(kube_ldflags "$kver")"
 cache_build_one() { # dir binary
 	if [[ "$2" == etcd ]]; then
 		log "building etcd $ever (go build -p $par)"
-		(cd "$emod" && GOWORK=off go build -trimpath -p "$par" -ldflags "-s -w" \
-			-o "$1/etcd" go.etcd.io/etcd/server/v3) || die "building etcd $ever failed"
+		go_build_static "$emod" -ldflags "-s -w" -o "$1/etcd" go.etcd.io/etcd/server/v3 ||
+			die "building etcd $ever failed"
 		return
 	fi
 	log "building $2 $kver (go build -p $par)"
-	(cd "$kmod" && GOWORK=off go build -trimpath -p "$par" -ldflags "$ldk" \
-		-o "$1/$2" "k8s.io/kubernetes/cmd/$2") || die "building $2 $kver failed"
+	go_build_static "$kmod" -ldflags "$ldk" -o "$1/$2" "k8s.io/kubernetes/cmd/$2" ||
+		die "building $2 $kver failed"
 }
 
 # Keep in sync with CacheKey in tools/envtest; a test there checks it.
 key="kubernetes-${kver}_etcd-${ever}_${gover}"
 # The manifest records what the binaries were built from: a change to the
-# pinned modules (a replace, a go.sum entry) rebuilds even at the same
-# versions. (The script itself is left out: editing it should not cost a
-# rebuild.)
+# pinned modules (a replace, a go.sum entry) or to the build flags rebuilds
+# even at the same versions. (The rest of the script is left out: editing
+# it should not cost a rebuild.)
 manifest="$(cd "$repo" && sha256sum build/controlplane/go.mod build/controlplane/go.sum \
-	build/controlplane/etcd/go.mod build/controlplane/etcd/go.sum)"
+	build/controlplane/etcd/go.mod build/controlplane/etcd/go.sum; echo "$static_build_flags")"
 
 cache_main "${XDG_CACHE_HOME:-$HOME/.cache}/dranode/controlplane" "$key" "$manifest" "$@"

@@ -37,15 +37,13 @@ par="$(build_parallel)"
 
 cache_build_one() { # dir binary
 	log "building helm $version (go build -p $par)"
-	# The control plane's flags (build-controlplane.sh): the same compiled
-	# packages serve both.
-	(cd "$hmod" && GOWORK=off go build -trimpath -p "$par" \
-		-ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$version" \
-		-o "$1/helm" helm.sh/helm/v3/cmd/helm) || die "building helm $version failed"
+	# The control plane's flags: the same compiled packages serve both.
+	go_build_static "$hmod" -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$version" \
+		-o "$1/helm" helm.sh/helm/v3/cmd/helm || die "building helm $version failed"
 }
 
 key="helm-${version}_${gover}"
-manifest="$(cd "$repo" && sha256sum build/helm/go.mod build/helm/go.sum)"
+manifest="$(cd "$repo" && sha256sum build/helm/go.mod build/helm/go.sum; echo "$static_build_flags")"
 
 dir="$(cache_main "${XDG_CACHE_HOME:-$HOME/.cache}/dranode/helm" "$key" "$manifest" "$@")"
 if [[ "${1:-}" == --print-dir ]]; then

@@ -61,11 +61,11 @@ par="$(build_parallel)"
 key="kubernetes-${kver}_containerd-${cver}_${gover}"
 root="${XDG_CACHE_HOME:-$HOME/.cache}/dranode/node"
 out="$root/$key"
-# A change to the pinned modules (a replace, a go.sum entry) rebuilds even at
-# the same versions; the script itself is left out so editing it costs no
-# rebuild.
+# A change to the pinned modules (a replace, a go.sum entry) or to the
+# kubelet's build flags rebuilds even at the same versions; the rest of the
+# script is left out so editing it costs no rebuild.
 manifest="$(cd "$repo" && sha256sum build/node/go.mod build/node/go.sum \
-	build/node/kubelet/go.mod build/node/kubelet/go.sum)"
+	build/node/kubelet/go.mod build/node/kubelet/go.sum; echo "kubelet: $static_build_flags")"
 
 # pkgpath package name -> the path dpkg installed that ends in /name
 pkgpath() { dpkg-query -L "$1" 2>/dev/null | grep -m1 "/$2\$" || true; }
@@ -93,8 +93,9 @@ cache_prepare() {
 	debian_paths || die "after installing ${debs[*]}, runc or a CNI plugin (${cni[*]}) is still missing"
 }
 
-# The kubelet with the control plane's linker flags, so the build cache it
-# left is reused for the packages they share. containerd as its Makefile
+# The kubelet with the control plane's flags (go_build_static, no cgo) and
+# linker flags, so the build cache it left is reused for the packages they
+# share. containerd as its Makefile
 # builds it: no_btrfs because the btrfs snapshotter needs cgo and libbtrfs
 # headers; the shim static, without cgo, and no_grpc (it speaks ttrpc).
 ldc="-s -w -X github.com/containerd/containerd/v2/version.Version=$cver"
@@ -102,8 +103,8 @@ cache_build_one() { # dir binary
 	case "$2" in
 	kubelet)
 		log "building kubelet $kver (go build -p $par)"
-		(cd "$kmod" && GOWORK=off go build -trimpath -p "$par" -ldflags "$(kube_ldflags "$kver")" \
-			-o "$1/kubelet" k8s.io/kubernetes/cmd/kubelet) || die "building kubelet $kver failed"
+		go_build_static "$kmod" -ldflags "$(kube_ldflags "$kver")" -o "$1/kubelet" k8s.io/kubernetes/cmd/kubelet ||
+			die "building kubelet $kver failed"
 		;;
 	containerd-shim-runc-v2)
 		log "building $2 $cver (go build -p $par)"

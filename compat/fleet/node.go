@@ -52,7 +52,8 @@ func Build(root, dir string) (Binaries, error) {
 	} {
 		cmd := exec.Command("go", "build", "-o", job.out, job.pkg)
 		cmd.Dir = filepath.Join(root, job.module)
-		cmd.Env = append(os.Environ(), "GOWORK=off")
+		// Without cgo, as the images are built (DESIGN.md, "One build variant").
+		cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return Binaries{}, fmt.Errorf("build %s/%s: %w\n%s", job.module, job.pkg, err, out)
 		}

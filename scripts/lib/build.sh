@@ -5,7 +5,8 @@
 #
 # The caller sets build_name (the log prefix) before sourcing, then:
 #   use_prebuilt VAR FILE...   if $VAR is set, check it and print it (exit)
-#   modversion, go_version, kube_ldflags, build_parallel   helpers
+#   modversion, go_version, kube_ldflags, build_parallel, go_build_static
+#                              helpers
 #   cache_main ROOT KEY MANIFEST "$@"   the cache itself (below)
 #
 # A cache entry ROOT/KEY is complete when every file in cache_files is an
@@ -90,6 +91,22 @@ kube_ldflags() {
 # here).
 build_parallel() {
 	echo "${DRANODE_BUILD_PARALLEL:-$(($(nproc) < 2 ? $(nproc) : 2))}"
+}
+
+# go_build_static MODDIR ARGS... -> go build ARGS in MODDIR, the workspace
+# off, with -trimpath and without cgo: how every Kubernetes, etcd and helm
+# binary is built here. Without cgo because their releases are built so (the
+# kubelet too since Kubernetes v1.36, kubernetes/kubernetes#135870), and
+# because the images and the binaries tests build are: with cgo, package net
+# and every package above it (client-go, gRPC, most of Kubernetes) are a
+# second compile, which cost an empty cache about 26 MB of Go source.
+# static_build_flags goes into each cache entry's MANIFEST, so that a change
+# of these flags rebuilds.
+static_build_flags="CGO_ENABLED=0 go build -trimpath"
+go_build_static() {
+	local dir=$1
+	shift
+	(cd "$dir" && CGO_ENABLED=0 GOWORK=off go build -trimpath -p "$(build_parallel)" "$@")
 }
 
 cache_main() {
