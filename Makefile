@@ -63,23 +63,26 @@ controlplane:
 # The real node's binaries (kubelet, containerd, its runc shim and ctr built
 # from source, runc and the CNI plugins from Debian packages), cached the same
 # way by scripts/build-node.sh; DRANODE_NODE_BIN points at prebuilt ones.
-# Only the modules that run a real node wait for it. After the control plane,
-# also under make -j: the kubelet then compiles only what kube-apiserver and
-# kube-controller-manager did not, from the Go build cache they left.
-node: controlplane
+# Only the modules that run a real node wait for it. The script builds
+# containerd first and the kubelet after the control plane (it waits for that
+# build), so that on an empty cache containerd is built beside the control
+# plane and the kubelet compiles only what kube-apiserver and
+# kube-controller-manager did not.
+node:
 	@scripts/build-node.sh >/dev/null
-
-test/compat/node: node
 
 # go vet compiles every dependency for its type information; with -race it
 # compiles them as the race tests do, so that the two share the build cache:
 # on empty caches one compile of a module's dependency graph instead of two
 # (inventory alone: 221 CPU-s instead of 374). No file of the repository is
 # built only without the race detector (agent's tests read -race from their
-# build settings), so vetting with it misses none.
-test/%: controlplane
+# build settings), so vetting with it misses none. vet needs no control
+# plane: on an empty cache it compiles while the control plane is built,
+# and only the tests wait for it (and compat/node's for the node).
+test/%:
 	@echo "==> test $*"
 	cd $* && GOWORK=off GOFLAGS="$(CHECK_GOFLAGS)" $(GO) vet -race ./...
+	@$(MAKE) --no-print-directory controlplane $(if $(filter compat/node,$*),node)
 	cd $* && GOWORK=off GOFLAGS="$(CHECK_GOFLAGS)" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 vet: $(addprefix vet/,$(ALL_MODULES))
@@ -92,10 +95,11 @@ vet/%:
 # checks and every module's tests CHECK_JOBS at a time
 # (scripts/check-steps.sh says why), and prints how long each step took at
 # the end (slowest first, also on failure) so that the next slow step is
-# seen. On a cold cache the lint checks (tidy-check downloads every
-# module's requirements) run beside the control-plane build instead of
-# after it; every test step waits for that build (make's prerequisite, and
-# the build's own lock). The order below starts the longest first.
+# seen. On a cold cache the node's build (containerd first), the lint
+# checks (tidy-check downloads every module's requirements) and the test
+# steps' vet (which compiles their dependencies) run beside the
+# control-plane build instead of after it; a step's tests wait for that
+# build (the build's own lock). The order below starts the longest first.
 # compat/node runs a real node and holds the host-wide test lock
 # (tools/envtest/hostlock) for minutes; the other modules that take that
 # lock (scripts/image's containerd, the examples' loop devices,
@@ -107,7 +111,7 @@ CHECK_JOBS ?= 3
 CHECK_SERIAL = generate-check
 CHECK_FIRST := compat/node compat/e2e scripts/release tools/envtest compat/powerloss checkpoint \
 	scripts/image integration agent compat/fleet
-CHECK_PARALLEL = controlplane $(filter-out workspace generate-check,$(LINT_STEPS)) \
+CHECK_PARALLEL = controlplane node $(filter-out workspace generate-check,$(LINT_STEPS)) \
 	$(addprefix test/,$(CHECK_FIRST)) workspace \
 	$(addprefix test/,$(filter-out $(CHECK_FIRST),$(ALL_MODULES)))
 CHECK_TIMES := $(CURDIR)/.run/check-times

@@ -37,7 +37,9 @@ cmod="$repo/build/node"
 kmod="$repo/build/node/kubelet"
 cni=(bridge loopback host-local)
 debs=(runc containernetworking-plugins)
-cache_built=(kubelet containerd containerd-shim-runc-v2 ctr)
+# The kubelet last: it waits for the control plane's build, whose compiled
+# packages it shares (cache_build_one), and containerd needs nothing of it.
+cache_built=(containerd containerd-shim-runc-v2 ctr kubelet)
 # The symlinks to Debian's binaries are checked through: a removed package
 # makes the cache incomplete and the next run installs it again.
 cache_files=("${cache_built[@]}" runc "${cni[@]/#/cni/}")
@@ -102,6 +104,9 @@ ldc="-s -w -X github.com/containerd/containerd/v2/version.Version=$cver"
 cache_build_one() { # dir binary
 	case "$2" in
 	kubelet)
+		# Built alongside the control plane, the two would compile their
+		# shared packages twice; built after it, from the cache it left.
+		"$repo/scripts/build-controlplane.sh" >/dev/null || die "the control plane's build failed"
 		log "building kubelet $kver (go build -p $par)"
 		go_build_static "$kmod" -ldflags "$(kube_ldflags "$kver")" -o "$1/kubelet" k8s.io/kubernetes/cmd/kubelet ||
 			die "building kubelet $kver failed"
