@@ -62,6 +62,11 @@ func newGoEnv(modCache, proxyURL string) (*goEnv, error) {
 		"GONOPROXY":   "",
 		"GOWORK":      "off",
 		"GOTOOLCHAIN": "local",
+		// As the images and every other build outside the race tests
+		// (DESIGN.md, "One build variant"): the released modules have no
+		// cgo code, and with cgo the consumers' builds would compile net
+		// and everything above it, client-go and gRPC included, once more.
+		"CGO_ENABLED": "0",
 	}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
