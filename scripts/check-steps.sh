@@ -54,8 +54,8 @@ cpu_seconds() {
 }
 
 report() {
-	echo "==> check took $(($(date +%s) - begin))s (CHECK_JOBS=$jobs); by step, slowest first (wall, and CPU: user+sys of every process the step waited for):"
-	sort -k2 -n -r "$times" | awk '{ printf "    %5ds  %5s  %s\n", $2, ($3 == "" ? "" : $3 "s"), $1 }'
+	echo "==> check took $(($(date +%s) - begin))s (CHECK_JOBS=$jobs); by step, slowest first (wall; CPU: user+sys of every process the step waited for; when it started, seconds into the check):"
+	sort -k2 -n -r "$times" | awk '{ printf "    %5ds  %5s  +%-5s  %s\n", $2, ($3 == "" ? "" : $3 "s"), $4, $1 }'
 	if [ ${#failed[@]} -gt 0 ]; then
 		# Repeated last: other steps' logs may have followed the failure.
 		for step in "${failed[@]}"; do
@@ -77,7 +77,7 @@ for step in "${serial[@]}"; do
 		exit $rc
 	)
 	rc=$?
-	echo "$step $(($(date +%s) - start)) $(cpu_seconds "$logs/${step//\//_}.cpu")" >>"$times"
+	echo "$step $(($(date +%s) - start)) $(cpu_seconds "$logs/${step//\//_}.cpu") $((start - begin))" >>"$times"
 	if [ $rc -ne 0 ]; then
 		failed+=("$step")
 		report
@@ -94,7 +94,7 @@ finish() {
 	step=${step_of[$pid]}
 	unset "step_of[$pid]"
 	running=$((running - 1))
-	echo "$step $(($(date +%s) - start_of[$step])) $(cpu_seconds "$logs/${step//\//_}.cpu")" >>"$times"
+	echo "$step $(($(date +%s) - start_of[$step])) $(cpu_seconds "$logs/${step//\//_}.cpu") $((start_of[$step] - begin))" >>"$times"
 	echo "==> $step: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)") after $(($(date +%s) - start_of[$step]))s"
 	cat "$logs/${step//\//_}.log"
 	[ $rc -eq 0 ] || failed+=("$step")
