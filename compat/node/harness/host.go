@@ -41,7 +41,10 @@ func (n *Node) hostPaths() error {
 }
 
 // hostDirs are the host-wide directories a node may create, parents first.
-var hostDirs = []string{"/var/lib/kubelet", devicePluginDir, containerLogsDir, cniCacheDir, cniCacheDir + "/results"}
+// The runc shim makes its socket directory (shimSocketDir) whatever
+// containerd's state directory: on a machine where no containerd ran
+// before, the first node creates it.
+var hostDirs = []string{"/var/lib/kubelet", devicePluginDir, containerLogsDir, cniCacheDir, cniCacheDir + "/results", filepath.Dir(shimSocketDir), shimSocketDir}
 
 // removeHostPaths removes the kubelet's device-plugin socket and the log
 // links into the node directory, then those of dirs that are empty now

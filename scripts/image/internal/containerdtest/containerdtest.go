@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -81,6 +82,7 @@ func Start(t testing.TB, root string) *Containerd {
 		t.Fatal(err)
 	}
 	t.Cleanup(release)
+	removeCreatedDirs(t, "/run/containerd", shimSocketDir, "/run/containerd/fifo")
 	c := &Containerd{Env: NodeEnv(t, root), dir: t.TempDir(), log: &bytes.Buffer{}}
 	c.Socket = filepath.Join(c.dir, "containerd.sock")
 	c.RuncRoot = filepath.Join(c.dir, "runc")
@@ -152,6 +154,31 @@ disabled_plugins = [
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// shimSocketDir is where the runc shim puts its socket whatever
+// containerd's state directory (containerd's pkg/shim).
+const shimSocketDir = "/run/containerd/s"
+
+// removeCreatedDirs removes, when the test ends (after containerd and its
+// shims, whose cleanup is registered later), those of dirs (parents first)
+// that did not exist now and are empty then: on a machine where no
+// containerd ran before, the first shim creates its socket directory and
+// ctr its FIFO directory, and the host is to be left as found.
+func removeCreatedDirs(t testing.TB, dirs ...string) {
+	var absent []string
+	for _, d := range dirs {
+		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+			absent = append(absent, d)
+		}
+	}
+	t.Cleanup(func() {
+		for i := len(absent) - 1; i >= 0; i-- {
+			if err := os.Remove(absent[i]); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+				t.Errorf("removing %s, which the test's containerd created: %v", absent[i], err)
+			}
+		}
+	})
 }
 
 // Command returns an exec.Cmd of ctr against this containerd, for a caller
