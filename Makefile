@@ -64,10 +64,10 @@ controlplane:
 # from source, runc and the CNI plugins from Debian packages), cached the same
 # way by scripts/build-node.sh; DRANODE_NODE_BIN points at prebuilt ones.
 # Only the modules that run a real node wait for it. The script builds
-# containerd first and the kubelet after the control plane (it waits for that
-# build), so that on an empty cache containerd is built beside the control
-# plane and the kubelet compiles only what kube-apiserver and
-# kube-controller-manager did not.
+# containerd first and the kubelet last, after a control-plane build in
+# progress (it waits for that build's lock), so that on an empty cache
+# containerd is built beside the control plane and the kubelet compiles only
+# what kube-apiserver and kube-controller-manager did not.
 node:
 	@scripts/build-node.sh >/dev/null
 

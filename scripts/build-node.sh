@@ -37,8 +37,9 @@ cmod="$repo/build/node"
 kmod="$repo/build/node/kubelet"
 cni=(bridge loopback host-local)
 debs=(runc containernetworking-plugins)
-# The kubelet last: it waits for the control plane's build, whose compiled
-# packages it shares (cache_build_one), and containerd needs nothing of it.
+# The kubelet last: it waits for a control-plane build in progress, whose
+# compiled packages it shares (cache_build_one); containerd needs nothing of
+# it.
 cache_built=(containerd containerd-shim-runc-v2 ctr kubelet)
 # The symlinks to Debian's binaries are checked through: a removed package
 # makes the cache incomplete and the next run installs it again.
@@ -105,8 +106,15 @@ cache_build_one() { # dir binary
 	case "$2" in
 	kubelet)
 		# Built alongside the control plane, the two would compile their
-		# shared packages twice; built after it, from the cache it left.
-		"$repo/scripts/build-controlplane.sh" >/dev/null || die "the control plane's build failed"
+		# shared packages twice: wait for a control-plane build in progress
+		# (its lock), then build from the cache it left. None is started
+		# from here: without one running, the kubelet is built at once.
+		local cplock
+		cplock="$(dirname "$("$repo/scripts/build-controlplane.sh" --print-dir)")/.lock"
+		if [[ -e "$cplock" ]] && ! flock -n "$cplock" true; then
+			log "waiting for the control plane's build (lock $cplock), whose compiled packages the kubelet shares"
+			flock "$cplock" true
+		fi
 		log "building kubelet $kver (go build -p $par)"
 		go_build_static "$kmod" -ldflags "$(kube_ldflags "$kver")" -o "$1/kubelet" k8s.io/kubernetes/cmd/kubelet ||
 			die "building kubelet $kver failed"

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -26,9 +27,10 @@ type buildScript struct {
 	name     string
 	path     string   // relative to this package
 	env      string   // the variable naming a prebuilt directory
-	built    []string // the binaries it builds with go build
+	built    []string // the binaries it builds with go build, in that order
 	files    []string // every executable a complete entry holds
 	manifest []string // the repository files hashed into MANIFEST
+	flags    string   // the build flags MANIFEST records after them
 }
 
 var buildScripts = []buildScript{
@@ -39,14 +41,16 @@ var buildScripts = []buildScript{
 		built:    []string{EtcdBinary, APIServerBinary, SchedulerBinary, ControllerManagerBinary},
 		files:    []string{EtcdBinary, APIServerBinary, SchedulerBinary, ControllerManagerBinary},
 		manifest: []string{"build/controlplane/go.mod", "build/controlplane/go.sum", "build/controlplane/etcd/go.mod", "build/controlplane/etcd/go.sum"},
+		flags:    "CGO_ENABLED=0 go build -trimpath",
 	},
 	{
 		name:     "node",
 		path:     "../../scripts/build-node.sh",
 		env:      "DRANODE_NODE_BIN",
-		built:    []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr"},
+		built:    []string{"containerd", "containerd-shim-runc-v2", "ctr", "kubelet"},
 		files:    []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc", "cni/bridge", "cni/loopback", "cni/host-local"},
 		manifest: []string{"build/node/go.mod", "build/node/go.sum", "build/node/kubelet/go.mod", "build/node/kubelet/go.sum"},
+		flags:    "kubelet: CGO_ENABLED=0 go build -trimpath",
 	},
 }
 
@@ -76,6 +80,7 @@ func (s buildScript) manifestOf(t *testing.T) string {
 		sum := sha256.Sum256(data)
 		fmt.Fprintf(&b, "%s  %s\n", hex.EncodeToString(sum[:]), f)
 	}
+	fmt.Fprintf(&b, "%s\n", s.flags)
 	return b.String()
 }
 
@@ -419,4 +424,59 @@ func TestScriptChecksPrebuiltDirectory(t *testing.T) {
 			})
 		}
 	})
+}
+
+// The node script builds the kubelet, whose packages the control plane's
+// binaries share, only once a control-plane build in progress has ended
+// (its lock), and containerd before that.
+func TestNodeScriptBuildsKubeletAfterControlPlaneBuild(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, other := range buildScripts {
+		t.Setenv(other.env, "")
+	}
+	f := newFakeTools(t)
+	controlplane, node := buildScripts[0], buildScripts[1]
+	root := filepath.Dir(controlplane.printDir(t))
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.Create(filepath.Join(root, ".lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	// What a control-plane build holds while it builds.
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(node.path)
+	var stdout strings.Builder
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	cmd.Stdout, cmd.Stderr = &stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		data, _ := os.ReadFile(stderr.Name())
+		return strings.Contains(string(data), "waiting for the control plane's build")
+	})
+	if got, want := f.builtNames(t), sorted(node.built[:len(node.built)-1]); !slices.Equal(got, want) {
+		t.Errorf("built %v while the control plane's build held its lock, want %v", got, want)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		data, _ := os.ReadFile(stderr.Name())
+		t.Fatalf("%s: %v\n%s", node.path, err, data)
+	}
+	if got := f.builtNames(t); !slices.Equal(got, sorted(node.built)) {
+		t.Errorf("built %v, want each of %v once", got, node.built)
+	}
+	checkEntry(t, node, strings.TrimSpace(stdout.String()))
 }
