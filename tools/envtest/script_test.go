@@ -317,21 +317,7 @@ func TestScriptConcurrentRunsBuildOnce(t *testing.T) {
 		}
 		waitFor(t, func() bool { _, err := os.Stat(f.gate + ".waiting"); return err == nil })
 
-		second := exec.Command(s.path)
-		var secondOut strings.Builder
-		secondErr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer secondErr.Close()
-		second.Stdout, second.Stderr = &secondOut, secondErr
-		if err := second.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, func() bool {
-			data, _ := os.ReadFile(secondErr.Name())
-			return strings.Contains(string(data), "waiting for another build")
-		})
+		second, secondOut, secondErr := startUntilWaiting(t, s.path, "waiting for another build")
 		if err := os.WriteFile(f.gate, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -450,21 +436,7 @@ func TestNodeScriptBuildsKubeletAfterControlPlaneBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(node.path)
-	var stdout strings.Builder
-	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stderr.Close()
-	cmd.Stdout, cmd.Stderr = &stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool {
-		data, _ := os.ReadFile(stderr.Name())
-		return strings.Contains(string(data), "waiting for the control plane's build")
-	})
+	cmd, stdout, stderr := startUntilWaiting(t, node.path, "waiting for the control plane's build")
 	if got, want := f.builtNames(t), sorted(node.built[:len(node.built)-1]); !slices.Equal(got, want) {
 		t.Errorf("built %v while the control plane's build held its lock, want %v", got, want)
 	}
@@ -479,4 +451,26 @@ func TestNodeScriptBuildsKubeletAfterControlPlaneBuild(t *testing.T) {
 		t.Errorf("built %v, want each of %v once", got, node.built)
 	}
 	checkEntry(t, node, strings.TrimSpace(stdout.String()))
+}
+
+// startUntilWaiting starts script and returns once its standard error (a
+// file) holds says, which the script prints when it blocks on a lock.
+func startUntilWaiting(t *testing.T, script, says string) (cmd *exec.Cmd, stdout *strings.Builder, stderr *os.File) {
+	t.Helper()
+	cmd = exec.Command(script)
+	stdout = &strings.Builder{}
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stderr.Close() })
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		data, _ := os.ReadFile(stderr.Name())
+		return strings.Contains(string(data), says)
+	})
+	return cmd, stdout, stderr
 }
