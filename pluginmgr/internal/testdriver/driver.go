@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -219,7 +221,12 @@ func Main() {
 		fmt.Println("starting up, hello")
 		pluginmgr.Serve(d)
 	case "hang":
-		select {}
+		// Never handshake, until killed. Not a bare select{}: in a binary
+		// without cgo (how tests build it) the runtime reports that as a
+		// deadlock and exits; a goroutine waiting for a signal is not one.
+		wait := make(chan os.Signal, 1)
+		signal.Notify(wait, syscall.SIGTERM)
+		<-wait
 	case "wrong-cookie":
 		hs := pluginmgr.Handshake
 		hs.MagicCookieValue = "someone else's plugin"
