@@ -127,6 +127,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 var (
+	imagesDir                 string
 	imagesOnce                sync.Once
 	pauseImage, workloadImage string
 	// pauseRef and workloadRef are the images' names as imported (their
@@ -135,8 +136,17 @@ var (
 	imagesErr             error
 )
 
+// TestMain removes the images testImages built, which every test shares.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if imagesDir != "" {
+		os.RemoveAll(imagesDir)
+	}
+	os.Exit(code)
+}
+
 // testImages builds the pause and workload images once per test binary
-// (scripts/image) and returns them as OCI archives.
+// (scripts/image) into imagesDir and returns them as OCI archives.
 func testImages(t *testing.T) (pause, workload string) {
 	t.Helper()
 	imagesOnce.Do(func() {
@@ -145,6 +155,7 @@ func testImages(t *testing.T) (pause, workload string) {
 			imagesErr = err
 			return
 		}
+		imagesDir = dir
 		root, _ := filepath.Abs("../../..")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
