@@ -28,10 +28,7 @@ cache_built=(helm)
 cache_files=(helm)
 
 version="$(modversion "$hmod/go.mod" helm.sh/helm/v3)"
-cpmod="$repo/build/controlplane/go.mod"
-replaces() { sed -n '/^replace[[:space:]]*(/,/^)/p' "$1"; }
-[[ "$(replaces "$hmod/go.mod")" == "$(replaces "$cpmod")" ]] ||
-	die "the replace block of build/helm/go.mod differs from build/controlplane/go.mod's: keep them equal"
+same_replaces_as_controlplane "$hmod/go.mod"
 gover="$(go_version "$hmod")"
 par="$(build_parallel)"
 

@@ -55,9 +55,7 @@ cpmod="$repo/build/controlplane/go.mod"
 cpver="$(modversion "$cpmod" k8s.io/kubernetes)"
 [[ "$cpver" == "$kver" ]] ||
 	die "build/node/kubelet pins k8s.io/kubernetes $kver but build/controlplane pins $cpver: keep them equal"
-replaces() { sed -n '/^replace[[:space:]]*(/,/^)/p' "$1"; }
-[[ "$(replaces "$kmod/go.mod")" == "$(replaces "$cpmod")" ]] ||
-	die "the replace block of build/node/kubelet/go.mod differs from build/controlplane/go.mod's: keep them equal"
+same_replaces_as_controlplane "$kmod/go.mod"
 gover="$(go_version "$kmod")"
 par="$(build_parallel)"
 

@@ -5,8 +5,8 @@
 #
 # The caller sets build_name (the log prefix) before sourcing, then:
 #   use_prebuilt VAR FILE...   if $VAR is set, check it and print it (exit)
-#   modversion, go_version, kube_ldflags, build_parallel, go_build_static
-#                              helpers
+#   modversion, go_version, kube_ldflags, build_parallel, go_build_static,
+#   same_replaces_as_controlplane   helpers
 #   cache_main ROOT KEY MANIFEST "$@"   the cache itself (below)
 #
 # A cache entry ROOT/KEY is complete when every file in cache_files is an
@@ -91,6 +91,16 @@ kube_ldflags() {
 # here).
 build_parallel() {
 	echo "${DRANODE_BUILD_PARALLEL:-$(($(nproc) < 2 ? $(nproc) : 2))}"
+}
+
+# same_replaces_as_controlplane GOMOD -> fails the script unless GOMOD's
+# replace block is build/controlplane/go.mod's: the staging modules at the
+# control plane's versions, so that the modules built with it (the kubelet,
+# helm) share its compiled packages.
+same_replaces_as_controlplane() {
+	local replaces='/^replace[[:space:]]*(/,/^)/p' cp="$repo/build/controlplane/go.mod"
+	[[ "$(sed -n "$replaces" "$1")" == "$(sed -n "$replaces" "$cp")" ]] ||
+		die "the replace block of ${1#"$repo/"} differs from build/controlplane/go.mod's: keep them equal"
 }
 
 # go_build_static MODDIR ARGS... -> go build ARGS in MODDIR, the workspace
