@@ -17,10 +17,11 @@
 //	                    markers gpuN.unhealthy
 //	model               model attribute            default "Example GPU 40G"
 //	memory              memory capacity per GPU    default 40Gi
-//	healthPollInterval  how often the markers and   default 10s
-//	                    hostDeviceNode are read (a
-//	                    marker is also seen at once:
-//	                    devRoot is watched)
+//	healthPollInterval  how often the markers and   default 1m
+//	                    hostDeviceNode are read
+//	                    (changes are also seen at
+//	                    once: devRoot and the device
+//	                    node's directory are watched)
 //	containerDevDir     device nodes' directory    default /dev for gpu.example.com,
 //	                    in the container           /dev/<driverName> for other names
 //	statelessPrepare    report Prepare as leaving   default true

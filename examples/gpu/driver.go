@@ -61,9 +61,9 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// defaultHealthPoll: markers are watched (markers.go), so the poll only
-// catches the host device node going, and a lost watch.
-const defaultHealthPoll = 10 * time.Second
+// defaultHealthPoll: the markers and the host device node are watched
+// (markers.go), so the poll only catches a lost watch.
+const defaultHealthPoll = time.Minute
 
 // config is the driver's section of the agent configuration.
 type config struct {
@@ -362,12 +362,12 @@ func (d *driver) WatchHealth(ctx context.Context, send func([]pluginmgr.DeviceHe
 	}
 	pool := d.poolName()
 	var last []pluginmgr.DeviceHealth
-	// Markers are seen when they change (inotify on devRoot); the poll is
-	// for what no watch of devRoot shows: the host device node going, or
-	// the watch itself lost.
+	// Markers and the host device node are seen when they change (inotify
+	// on their directories); the poll is for what no watch shows: a
+	// watched directory itself removed and made again.
 	var changes <-chan struct{}
-	if w, err := watchMarkers(cfg.DevRoot); err != nil {
-		d.log.Warn("cannot watch the health markers; polling them only", "every", time.Duration(cfg.HealthPollInterval).String(), "error", err)
+	if w, err := watchDirs(cfg.DevRoot, filepath.Dir(cfg.HostDeviceNode)); err != nil {
+		d.log.Warn("cannot watch the health markers and the host device node; polling them only", "every", time.Duration(cfg.HealthPollInterval).String(), "error", err)
 	} else {
 		defer w.Close()
 		changes = w.C

@@ -92,15 +92,20 @@ func TestConfiguredDriverName(t *testing.T) {
 	}
 }
 
-// launchForHealth starts the plugin with two GPUs and the given health
-// poll, checks that it reports health and that its first snapshot has both
-// healthy, and returns its devRoot and the snapshots that follow.
-func launchForHealth(t *testing.T, poll string) (string, chan []pluginmgr.DeviceHealth) {
+// launchForHealth starts the plugin with two GPUs, a health poll of an
+// hour (so that whatever a test sees comes through the watches) and cfg's
+// other keys; it checks that the plugin reports health and that its first
+// snapshot has both healthy, and returns its devRoot and the snapshots
+// that follow.
+func launchForHealth(t *testing.T, cfg map[string]any) (string, chan []pluginmgr.DeviceHealth) {
 	t.Helper()
 	devRoot := t.TempDir()
+	all := map[string]any{"devRoot": devRoot, "numDevices": 2, "healthPollInterval": "1h"}
+	for k, v := range cfg {
+		all[k] = v
+	}
 	updates := make(chan []pluginmgr.DeviceHealth, 16)
-	p := launchGPU(t, map[string]any{"devRoot": devRoot, "numDevices": 2, "healthPollInterval": poll},
-		pluginmgr.Options{OnHealth: func(_ string, h []pluginmgr.DeviceHealth) { updates <- h }})
+	p := launchGPU(t, all, pluginmgr.Options{OnHealth: func(_ string, h []pluginmgr.DeviceHealth) { updates <- h }})
 	if !p.Info().Health {
 		t.Fatal("gpu-plugin does not announce health reporting")
 	}
@@ -111,12 +116,40 @@ func launchForHealth(t *testing.T, poll string) (string, chan []pluginmgr.Device
 }
 
 func TestHealthThroughHost(t *testing.T) {
-	devRoot, updates := launchForHealth(t, "20ms")
+	devRoot, updates := launchForHealth(t, map[string]any{"healthPollInterval": "20ms"})
 	if err := os.WriteFile(filepath.Join(devRoot, "gpu1.unhealthy"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if next := <-updates; next[1].Status != pluginmgr.Unhealthy || next[0].Status != pluginmgr.Healthy {
 		t.Fatalf("after marking gpu1 unhealthy: %+v", next)
+	}
+}
+
+// TestHostDeviceNodeGoneSeenAtOnce: the device node every GPU stands on
+// going makes every GPU unhealthy without waiting for the poll (an hour
+// here), and its return makes them healthy again.
+func TestHostDeviceNodeGoneSeenAtOnce(t *testing.T) {
+	// A symbolic link to /dev/null is a character device to the plugin
+	// (it follows links, as a runtime does) and needs no mknod.
+	node := filepath.Join(t.TempDir(), "gpu-node")
+	if err := os.Symlink("/dev/null", node); err != nil {
+		t.Fatal(err)
+	}
+	_, updates := launchForHealth(t, map[string]any{"hostDeviceNode": node})
+	if err := os.Remove(node); err != nil {
+		t.Fatal(err)
+	}
+	next := <-updates
+	for i, h := range next {
+		if h.Status != pluginmgr.Unhealthy || !strings.Contains(h.Message, "hostDeviceNode") {
+			t.Errorf("GPU %d after its host device node went: %+v", i, h)
+		}
+	}
+	if err := os.Symlink("/dev/null", node); err != nil {
+		t.Fatal(err)
+	}
+	if next := <-updates; next[0].Status != pluginmgr.Healthy || next[1].Status != pluginmgr.Healthy {
+		t.Fatalf("after the host device node came back: %+v", next)
 	}
 }
 
@@ -139,11 +172,11 @@ func containsAll(s string, parts ...string) bool {
 	return true
 }
 
-// TestHealthMarkersSeenWithoutPolling: with a poll far beyond the test's
-// life, a marker made and removed still reaches the host (the watch of
+// TestHealthMarkersSeenWithoutPolling: with a poll beyond the test's
+// life (launchForHealth's hour), a marker made and removed still reaches the host (the watch of
 // devRoot).
 func TestHealthMarkersSeenWithoutPolling(t *testing.T) {
-	devRoot, updates := launchForHealth(t, "1000h")
+	devRoot, updates := launchForHealth(t, nil)
 	marker := filepath.Join(devRoot, "gpu0.unhealthy")
 	if err := os.WriteFile(marker, nil, 0o644); err != nil {
 		t.Fatal(err)
