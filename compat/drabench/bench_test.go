@@ -37,7 +37,6 @@ func BenchmarkShares(b *testing.B) {
 		if err := os.MkdirAll(profileDir, 0o755); err != nil {
 			b.Fatalf("DRABENCH_PROFILE_DIR: %v", err)
 		}
-		b.Setenv("DRANODE_HTTP_PPROF", "true")
 	}
 	kinds := []string{kindNull, kindAgent, kindUpstream, kindExample}
 	nodes := map[string]*driverNode{}

@@ -121,6 +121,7 @@ func newDriverNode(t testing.TB, kind string) *driverNode {
 			Bins: bins, Dir: filepath.Join(dir, "agent"), NodeName: n.name, Kubeconfig: cluster.Kubeconfig,
 			RegistryDir: n.registryDir, PluginsDir: n.pluginsDir,
 			Drivers: []harness.GPUDriver{{DriverName: n.driver, NumDevices: numDevices}},
+			Env:     agentEnv(),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -151,29 +152,22 @@ func newDriverNode(t testing.TB, kind string) *driverNode {
 	return n
 }
 
-func cutEnv(e string) (string, string, bool) {
-	for i := range e {
-		if e[i] == '=' {
-			return e[:i], e[i+1:], true
-		}
-	}
-	return e, "", false
-}
-
 // startSelf starts this test binary as the node's driver, with env
 // (KEY=value) telling it which.
 func (n *driverNode) startSelf(logPath string, env ...string) {
 	n.t.Helper()
-	n.proc = &harness.Process{Path: os.Args[0], LogPath: logPath}
-	for _, e := range env {
-		k, v, _ := cutEnv(e)
-		n.t.Setenv(k, v) // inherited by the process started below
-	}
+	n.proc = &harness.Process{Path: os.Args[0], LogPath: logPath, Env: env}
 	n.start()
-	for _, e := range env {
-		k, _, _ := cutEnv(e)
-		os.Unsetenv(k)
+}
+
+// agentEnv is the agent's environment beyond the test's: with
+// DRABENCH_PROFILE_DIR set, DRANODE_HTTP_PPROF (which also turns on its
+// block profile), so that BenchmarkShares can fetch its profiles.
+func agentEnv() []string {
+	if os.Getenv("DRABENCH_PROFILE_DIR") == "" {
+		return nil
 	}
+	return []string{"DRANODE_HTTP_PPROF=true"}
 }
 
 func (n *driverNode) start() {

@@ -103,6 +103,9 @@ type AgentOptions struct {
 	// InstanceID is kubelet.instanceID (rolling upgrades); empty leaves
 	// the agent's default.
 	InstanceID string
+	// Env is added to the agent's environment (Process.Env: the test's
+	// own DRANODE_ variables are not passed on), e.g. DRANODE_HTTP_PPROF.
+	Env []string
 }
 
 // Agent is a dranode-agent process and the files it owns. Its plugins run
@@ -132,7 +135,7 @@ func NewAgent(o AgentOptions) (*Agent, error) {
 	}
 	a.Process = &Process{
 		Path: o.Bins.Agent, Args: []string{"--config", a.ConfigPath},
-		LogPath: filepath.Join(o.Dir, "agent.log"), Output: o.Log,
+		LogPath: filepath.Join(o.Dir, "agent.log"), Output: o.Log, Env: o.Env,
 	}
 	for _, d := range []string{o.Dir, a.StateDir, a.CDIDir, o.RegistryDir, o.PluginsDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {

@@ -22,6 +22,14 @@ type Restartable struct {
 	LogPath string
 	// Output, when set, also receives the process's output.
 	Output io.Writer
+	// Env is added to the environment the child inherits: the test's
+	// own, less every DRANODE_ variable. Those configure dranode-agent
+	// (one per key) or this repository's test tools
+	// (DRANODE_CONTROLPLANE_BIN, DRANODE_NODE_BIN), and the agent refuses
+	// a DRANODE_ variable that is none of its keys: as a pod gets only the
+	// variables its spec names, a child gets only the DRANODE_ variables
+	// a test gives it here.
+	Env []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -50,6 +58,7 @@ func (p *Restartable) Start() error {
 		out = io.MultiWriter(logFile, p.Output)
 	}
 	cmd := exec.Command(p.Path, p.Args...)
+	cmd.Env = append(inheritedEnv(), p.Env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group: children it starts (an agent's plugins) must not
 	// outlive the test when it is killed.
@@ -151,4 +160,16 @@ func (p *Restartable) LogTail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// inheritedEnv is the test's environment without its DRANODE_ variables
+// (Restartable.Env says why).
+func inheritedEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DRANODE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

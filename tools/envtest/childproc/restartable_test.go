@@ -43,3 +43,28 @@ func (w signalWriter) Write(b []byte) (int, error) {
 	w <- struct{}{}
 	return len(b), nil
 }
+
+// TestRestartableEnvironment: the child inherits the test's environment
+// without its DRANODE_ variables, and gets those of Env.
+func TestRestartableEnvironment(t *testing.T) {
+	t.Setenv("DRANODE_CONTROLPLANE_BIN", "/somewhere")
+	t.Setenv("RESTARTABLE_TEST_INHERITED", "kept")
+	p := &childproc.Restartable{Path: "/bin/sh", Args: []string{"-c", `env; echo end`}, LogPath: filepath.Join(t.TempDir(), "log"),
+		Env: []string{"DRANODE_HTTP_PPROF=true"}}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Exited()
+	env := p.LogTail(1000)
+	if !strings.Contains(env, "\nend") {
+		t.Fatalf("output %q: the child did not finish", env)
+	}
+	for _, want := range []string{"RESTARTABLE_TEST_INHERITED=kept", "DRANODE_HTTP_PPROF=true"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("child's environment lacks %s:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, "DRANODE_CONTROLPLANE_BIN") {
+		t.Errorf("child inherited DRANODE_CONTROLPLANE_BIN:\n%s", env)
+	}
+}
