@@ -177,7 +177,7 @@ release-consumers: release-proxy
 
 # The control-plane build modules are outside go.work and hold no code to
 # test, but their go.mod files must stay tidy.
-BUILD_MODULES := build/controlplane build/controlplane/etcd build/helm build/node build/node/kubelet
+BUILD_MODULES := build/controlplane build/helm build/node build/node/kubelet
 
 tidy-check: $(addprefix tidy-check/,$(ALL_MODULES) $(BUILD_MODULES))
 

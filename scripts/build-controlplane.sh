@@ -2,8 +2,8 @@
 # Builds the control-plane binaries that tests start through
 # github.com/dranode/dranode/tools/envtest: etcd, kube-apiserver,
 # kube-scheduler and kube-controller-manager, from the versions pinned in
-# build/controlplane (Kubernetes) and build/controlplane/etcd (etcd), fetched
-# through the Go module proxy.
+# build/controlplane (one module for both, so that they share their
+# dependencies' versions and compiles), fetched through the Go module proxy.
 #
 # Output: ${XDG_CACHE_HOME:-$HOME/.cache}/dranode/controlplane/<key>/ where
 # <key> names the Kubernetes, etcd and Go versions (tools/envtest computes the
@@ -30,7 +30,6 @@ build_name=build-controlplane
 source "$repo/scripts/lib/build.sh"
 
 kmod="$repo/build/controlplane"
-emod="$repo/build/controlplane/etcd"
 kcmds=(kube-apiserver kube-scheduler kube-controller-manager)
 cache_built=(etcd "${kcmds[@]}")
 cache_files=("${cache_built[@]}")
@@ -38,7 +37,7 @@ cache_files=("${cache_built[@]}")
 use_prebuilt DRANODE_CONTROLPLANE_BIN "${cache_files[@]}"
 
 kver="$(modversion "$kmod/go.mod" k8s.io/kubernetes)"
-ever="$(modversion "$emod/go.mod" go.etcd.io/etcd/server/v3)"
+ever="$(modversion "$kmod/go.mod" go.etcd.io/etcd/server/v3)"
 gover="$(go_version "$kmod")"
 par="$(build_parallel)"
 ldk="$(kube_ldflags "$kver")"
@@ -46,7 +45,7 @@ ldk="$(kube_ldflags "$kver")"
 cache_build_one() { # dir binary
 	if [[ "$2" == etcd ]]; then
 		log "building etcd $ever (go build -p $par)"
-		go_build_static "$emod" -ldflags "-s -w" -o "$1/etcd" go.etcd.io/etcd/server/v3 ||
+		go_build_static "$kmod" -ldflags "-s -w" -o "$1/etcd" go.etcd.io/etcd/server/v3 ||
 			die "building etcd $ever failed"
 		return
 	fi
@@ -61,7 +60,6 @@ key="kubernetes-${kver}_etcd-${ever}_${gover}"
 # pinned modules (a replace, a go.sum entry) or to the build flags rebuilds
 # even at the same versions. (The rest of the script is left out: editing
 # it should not cost a rebuild.)
-manifest="$(cd "$repo" && sha256sum build/controlplane/go.mod build/controlplane/go.sum \
-	build/controlplane/etcd/go.mod build/controlplane/etcd/go.sum; echo "$static_build_flags")"
+manifest="$(cd "$repo" && sha256sum build/controlplane/go.mod build/controlplane/go.sum; echo "$static_build_flags")"
 
 cache_main "${XDG_CACHE_HOME:-$HOME/.cache}/dranode/controlplane" "$key" "$manifest" "$@"

@@ -66,7 +66,7 @@ out="$root/$key"
 # kubelet's build flags rebuilds even at the same versions; the rest of the
 # script is left out so editing it costs no rebuild.
 manifest="$(cd "$repo" && sha256sum build/node/go.mod build/node/go.sum \
-	build/node/kubelet/go.mod build/node/kubelet/go.sum; echo "kubelet: $static_build_flags")"
+	build/node/kubelet/go.mod build/node/kubelet/go.sum; echo "$static_build_flags")"
 
 # pkgpath package name -> the path dpkg installed that ends in /name
 pkgpath() { dpkg-query -L "$1" 2>/dev/null | grep -m1 "/$2\$" || true; }
@@ -94,13 +94,19 @@ cache_prepare() {
 	debian_paths || die "after installing ${debs[*]}, runc or a CNI plugin (${cni[*]}) is still missing"
 }
 
-# The kubelet with the control plane's flags (go_build_static, no cgo) and
-# linker flags, so the build cache it left is reused for the packages they
-# share. containerd as its Makefile
-# builds it: no_btrfs because the btrfs snapshotter needs cgo and libbtrfs
-# headers; the shim static, without cgo, and no_grpc (it speaks ttrpc).
+# Every binary with the control plane's flags (go_build_static: no cgo,
+# -trimpath), so that the build cache one build leaves serves the others for
+# the packages they share (with cgo, package net and everything above it is
+# a second compile: containerd and ctr with cgo compiled 5.5 MB of Go source
+# more than without, the shim's packages included). containerd's tags as its
+# Makefile gives them: no_btrfs (the btrfs snapshotter needs cgo and
+# libbtrfs); the shim no_grpc (it speaks ttrpc). Without cgo, containerd
+# reads users from /etc/passwd and resolves names in Go, as its static
+# release does (osusergo, netgo), and has no PKCS#11 image decryption,
+# which no test uses.
 ldc="-s -w -X github.com/containerd/containerd/v2/version.Version=$cver"
 cache_build_one() { # dir binary
+	local tags="urfave_cli_no_docs no_btrfs"
 	case "$2" in
 	kubelet)
 		# Built alongside the control plane, the two would compile their
@@ -116,18 +122,13 @@ cache_build_one() { # dir binary
 		log "building kubelet $kver (go build -p $par)"
 		go_build_static "$kmod" -ldflags "$(kube_ldflags "$kver")" -o "$1/kubelet" k8s.io/kubernetes/cmd/kubelet ||
 			die "building kubelet $kver failed"
+		return
 		;;
-	containerd-shim-runc-v2)
-		log "building $2 $cver (go build -p $par)"
-		(cd "$cmod" && CGO_ENABLED=0 GOWORK=off go build -trimpath -p "$par" -tags "urfave_cli_no_docs no_grpc" -ldflags "$ldc" \
-			-o "$1/$2" "github.com/containerd/containerd/v2/cmd/$2") || die "building $2 $cver failed"
-		;;
-	*)
-		log "building $2 $cver (go build -p $par)"
-		(cd "$cmod" && GOWORK=off go build -trimpath -p "$par" -tags "urfave_cli_no_docs no_btrfs" -ldflags "$ldc" \
-			-o "$1/$2" "github.com/containerd/containerd/v2/cmd/$2") || die "building $2 $cver failed"
-		;;
+	containerd-shim-runc-v2) tags="urfave_cli_no_docs no_grpc" ;;
 	esac
+	log "building $2 $cver (go build -p $par)"
+	go_build_static "$cmod" -tags "$tags" -ldflags "$ldc" -o "$1/$2" "github.com/containerd/containerd/v2/cmd/$2" ||
+		die "building $2 $cver failed"
 }
 
 cache_finish() { # dir

@@ -14,7 +14,7 @@ import (
 // in build/controlplane (a test checks that they do).
 const (
 	KubernetesVersion = "v1.37.2"
-	EtcdVersion       = "v3.6.16"
+	EtcdVersion       = "v3.7.0"
 )
 
 // BinaryDirEnv names the environment variable that points at a directory of

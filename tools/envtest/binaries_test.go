@@ -18,7 +18,7 @@ func TestVersionsMatchBuildModules(t *testing.T) {
 		gomod, module, want string
 	}{
 		{"../../build/controlplane/go.mod", "k8s.io/kubernetes", KubernetesVersion},
-		{"../../build/controlplane/etcd/go.mod", "go.etcd.io/etcd/server/v3", EtcdVersion},
+		{"../../build/controlplane/go.mod", "go.etcd.io/etcd/server/v3", EtcdVersion},
 	} {
 		data, err := os.ReadFile(tc.gomod)
 		if err != nil {

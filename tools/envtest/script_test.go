@@ -40,7 +40,7 @@ var buildScripts = []buildScript{
 		env:      BinaryDirEnv,
 		built:    []string{EtcdBinary, APIServerBinary, SchedulerBinary, ControllerManagerBinary},
 		files:    []string{EtcdBinary, APIServerBinary, SchedulerBinary, ControllerManagerBinary},
-		manifest: []string{"build/controlplane/go.mod", "build/controlplane/go.sum", "build/controlplane/etcd/go.mod", "build/controlplane/etcd/go.sum"},
+		manifest: []string{"build/controlplane/go.mod", "build/controlplane/go.sum"},
 		flags:    "CGO_ENABLED=0 go build -trimpath",
 	},
 	{
@@ -50,7 +50,7 @@ var buildScripts = []buildScript{
 		built:    []string{"containerd", "containerd-shim-runc-v2", "ctr", "kubelet"},
 		files:    []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc", "cni/bridge", "cni/loopback", "cni/host-local"},
 		manifest: []string{"build/node/go.mod", "build/node/go.sum", "build/node/kubelet/go.mod", "build/node/kubelet/go.sum"},
-		flags:    "kubelet: CGO_ENABLED=0 go build -trimpath",
+		flags:    "CGO_ENABLED=0 go build -trimpath",
 	},
 }
 
