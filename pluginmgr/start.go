@@ -50,7 +50,7 @@ func Launch(ctx context.Context, cfg PluginConfig, opts Options) (*Plugin, error
 		return nil, fmt.Errorf("plugin %q: not started: %w", cfg.Name, err)
 	}
 	opts = opts.withDefaults()
-	sockDir, err := os.MkdirTemp("", "dranode-plugin-")
+	sockDir, err := makeSocketDir(opts.Logger.Named(cfg.Name))
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: socket directory: %w", cfg.Name, err)
 	}
