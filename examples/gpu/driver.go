@@ -366,7 +366,14 @@ func (d *driver) WatchHealth(ctx context.Context, send func([]pluginmgr.DeviceHe
 	// on their directories); the poll is for what no watch shows: a
 	// watched directory itself removed and made again.
 	var changes <-chan struct{}
-	if w, err := watchDirs(cfg.DevRoot, filepath.Dir(cfg.HostDeviceNode)); err != nil {
+	w, err := watchDirs(cfg.DevRoot, filepath.Dir(cfg.HostDeviceNode))
+	if err != nil {
+		// The markers alone, rather than nothing, when the device node's
+		// directory cannot be watched: the poll still sees the node.
+		d.log.Warn("cannot watch the markers' and the host device node's directories together; trying the markers' alone, the poll sees the node", "every", time.Duration(cfg.HealthPollInterval).String(), "error", err)
+		w, err = watchDirs(cfg.DevRoot)
+	}
+	if err != nil {
 		d.log.Warn("cannot watch the health markers and the host device node; polling them only", "every", time.Duration(cfg.HealthPollInterval).String(), "error", err)
 	} else {
 		defer w.Close()
