@@ -200,15 +200,18 @@ func TestKillDuringPrepare(t *testing.T) {
 	if err != nil || pid != firstPID {
 		t.Fatalf("plugin pid %d (%v), status says %d", pid, err, firstPID)
 	}
-	if err := os.Remove(block); err != nil {
-		t.Fatal(err)
-	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	err = <-errc
 	if !errors.Is(err, pluginmgr.ErrPluginUnavailable) || status.Code(err) != codes.Unavailable {
 		t.Fatalf("Prepare during kill -9 returned %v (code %v), want ErrPluginUnavailable/Unavailable", err, status.Code(err))
+	}
+	// Only now: removed before the kill, the block let the dying plugin
+	// finish the Prepare first (a check failed that way), and the
+	// restarted plugin's Prepare below must not block.
+	if err := os.Remove(block); err != nil {
+		t.Fatal(err)
 	}
 
 	// The plugin comes back and its device stream resumes.
