@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -23,6 +22,8 @@ import (
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dranode/dranode/pluginmgr/plugintest"
 )
 
 // builtBinaries are built once per test run into a shared temp dir.
@@ -45,12 +46,7 @@ func binaries(t testing.TB) (gpuPlugin, agentBin string) {
 			{"../examples", "./gpu", "gpu-plugin"},
 			{".", "./cmd/dranode-agent", "dranode-agent"},
 		} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, b.out), b.pkg)
-			cmd.Dir = b.dir
-			// Without cgo, as the images are built (DESIGN.md, "One build variant").
-			cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("building %s: %v\n%s", b.pkg, err, out)
+			if _, buildErr = plugintest.Build(context.Background(), b.dir, b.pkg, filepath.Join(buildDir, b.out)); buildErr != nil {
 				return
 			}
 		}

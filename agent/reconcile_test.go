@@ -1,13 +1,13 @@
 package agent
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +21,7 @@ import (
 	"github.com/dranode/dranode/checkpoint"
 	"github.com/dranode/dranode/checkpoint/kubeletcompat"
 	"github.com/dranode/dranode/claimcache"
+	"github.com/dranode/dranode/pluginmgr/plugintest"
 )
 
 const journalDriver = "journal.example.com"
@@ -29,12 +30,9 @@ const journalDriver = "journal.example.com"
 // Prepare and Unprepare it receives to the file named by its callLog.
 func journalPlugin(t *testing.T) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "journalplugin")
-	cmd := exec.Command("go", "build", "-o", out, "./testdata/journalplugin")
-	// Without cgo, as the images are built (DESIGN.md, "One build variant").
-	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the journal plugin: %v\n%s", err, b)
+	out, err := plugintest.Build(context.Background(), "", "./testdata/journalplugin", filepath.Join(t.TempDir(), "journalplugin"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -19,6 +19,7 @@ require (
 	github.com/dranode/dranode/cdi v0.2.0
 	github.com/dranode/dranode/examples/piecemeal-driver v0.0.0-00010101000000-000000000000
 	github.com/dranode/dranode/inventory v0.2.0
+	github.com/dranode/dranode/pluginmgr v0.2.0
 	github.com/dranode/dranode/sliceclient v0.2.0
 	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
 	github.com/hashicorp/go-hclog v1.6.3
@@ -38,7 +39,6 @@ require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/dranode/dranode/checkpoint v0.2.0 // indirect
 	github.com/dranode/dranode/claimcache v0.2.0 // indirect
-	github.com/dranode/dranode/pluginmgr v0.2.0 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect

@@ -1,6 +1,7 @@
 package drabench
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/dranode/dranode/compat/e2e/harness"
+	"github.com/dranode/dranode/pluginmgr/plugintest"
 	"github.com/dranode/dranode/tools/envtest"
 )
 
@@ -64,7 +66,7 @@ func run(m *testing.M) int {
 	bins, buildError = harness.BuildBinaries(root, binDir)
 	if buildError == nil {
 		upstreamBin = filepath.Join(binDir, "piecemeal-driver")
-		buildError = harness.BuildBinary(filepath.Join(root, "examples/piecemeal-driver"), "./cmd/piecemeal-driver", upstreamBin)
+		_, buildError = plugintest.Build(context.Background(), filepath.Join(root, "examples/piecemeal-driver"), "./cmd/piecemeal-driver", upstreamBin)
 	}
 	cluster, clusterError = startCluster()
 	if cluster != nil {

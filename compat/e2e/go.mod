@@ -40,6 +40,7 @@ replace (
 )
 
 require (
+	github.com/dranode/dranode/pluginmgr v0.2.0
 	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.3
 	github.com/opencontainers/runtime-spec v1.3.0
@@ -140,3 +141,7 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 	tags.cncf.io/container-device-interface/specs-go v1.1.1 // indirect
 )
+
+replace github.com/dranode/dranode/pluginmgr => ../../pluginmgr
+
+replace github.com/dranode/dranode/inventory => ../../inventory

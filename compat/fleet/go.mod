@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/dranode/dranode/tools/envtest => ../../tools/envtest
 
 require (
+	github.com/dranode/dranode/pluginmgr v0.2.0
 	github.com/dranode/dranode/tools/envtest v0.0.0-00010101000000-000000000000
 	google.golang.org/grpc v1.82.1
 	k8s.io/api v0.37.2
@@ -61,3 +62,7 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/dranode/dranode/pluginmgr => ../../pluginmgr
+
+replace github.com/dranode/dranode/inventory => ../../inventory

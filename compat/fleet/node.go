@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/dranode/dranode/pluginmgr/plugintest"
 )
 
 // Driver names of the two fleets.
@@ -50,12 +51,8 @@ func Build(root, dir string) (Binaries, error) {
 		{"examples", "./gpu", b.GPUPlugin},
 		{"examples/piecemeal-driver", "./cmd/piecemeal-driver", b.Piecemeal},
 	} {
-		cmd := exec.Command("go", "build", "-o", job.out, job.pkg)
-		cmd.Dir = filepath.Join(root, job.module)
-		// Without cgo, as the images are built (DESIGN.md, "One build variant").
-		cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return Binaries{}, fmt.Errorf("build %s/%s: %w\n%s", job.module, job.pkg, err, out)
+		if _, err := plugintest.Build(context.Background(), filepath.Join(root, job.module), job.pkg, job.out); err != nil {
+			return Binaries{}, err
 		}
 	}
 	return b, nil

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/pluginmgr/conformance"
+	"github.com/dranode/dranode/pluginmgr/plugintest"
 )
 
 // pluginBinary is gpu-plugin itself, built once by TestMain.
@@ -28,12 +28,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	pluginBinary = filepath.Join(dir, "gpu-plugin")
-	build := exec.Command("go", "build", "-o", pluginBinary, ".")
-	// Without cgo, as the images are built (DESIGN.md, "One build variant").
-	build.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building gpu-plugin: %v\n%s", err, out)
+	pluginBinary, err = plugintest.Build(context.Background(), "", ".", filepath.Join(dir, "gpu-plugin"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}

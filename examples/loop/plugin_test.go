@@ -25,6 +25,7 @@ import (
 	"github.com/dranode/dranode/examples/loop/loopdev"
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/pluginmgr/conformance"
+	"github.com/dranode/dranode/pluginmgr/plugintest"
 )
 
 // pluginBinary is loop-plugin itself, built once by TestMain: every test
@@ -37,12 +38,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	pluginBinary = filepath.Join(dir, "loop-plugin")
-	build := exec.Command("go", "build", "-o", pluginBinary, "./cmd/loop-plugin")
-	// Without cgo, as the images are built (DESIGN.md, "One build variant").
-	build.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building loop-plugin: %v\n%s", err, out)
+	pluginBinary, err = plugintest.Build(context.Background(), "", "./cmd/loop-plugin", filepath.Join(dir, "loop-plugin"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}

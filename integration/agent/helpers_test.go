@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -24,6 +22,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/dranode/dranode/agent"
+	"github.com/dranode/dranode/pluginmgr/plugintest"
 )
 
 const (
@@ -46,13 +45,7 @@ func gpuPlugin(t testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, "gpu-plugin"), "./gpu")
-		cmd.Dir = filepath.Join("..", "..", "examples")
-		// Without cgo, as the images are built (DESIGN.md, "One build variant").
-		cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building examples/gpu: %v\n%s", err, out)
-		}
+		_, buildErr = plugintest.Build(context.Background(), filepath.Join("..", "..", "examples"), "./gpu", filepath.Join(buildDir, "gpu-plugin"))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

@@ -22,6 +22,7 @@ import (
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dranode/dranode/pluginmgr/plugintest"
 	"github.com/dranode/dranode/tools/envtest/hostlock"
 )
 
@@ -172,13 +173,9 @@ func startStandaloneAgent(ctx context.Context, t *testing.T) *standaloneAgent {
 	t.Helper()
 	bin, run := t.TempDir(), t.TempDir()
 	build := func(module, pkg, out string) string {
-		p := filepath.Join(bin, out)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", p, pkg)
-		cmd.Dir = filepath.Join("../..", module)
-		// Without cgo, as the images are built (DESIGN.md, "One build variant").
-		cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		p, err := plugintest.Build(ctx, filepath.Join("../..", module), pkg, filepath.Join(bin, out))
+		if err != nil {
+			t.Fatal(err)
 		}
 		return p
 	}

@@ -20,6 +20,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/dranode/dranode/pluginmgr/plugintest"
 )
 
 // Binaries are the agent and the example driver plugin, built from this
@@ -29,30 +31,17 @@ type Binaries struct {
 	GPUPlugin string // gpu-plugin (examples/gpu)
 }
 
-// BuildError says which binary did not build and why (the go tool's
-// output).
-type BuildError struct {
-	Binary string
-	Output string
-	Err    error
-}
-
-func (e *BuildError) Error() string {
-	return fmt.Sprintf("build %s: %v\n%s", e.Binary, e.Err, e.Output)
-}
-
-func (e *BuildError) Unwrap() error { return e.Err }
-
 // BuildBinaries builds dranode-agent (agent/cmd/dranode-agent) and
 // gpu-plugin (examples/gpu) from the repository at repoRoot into dir, each
-// module on its own (GOWORK=off), as a user building it alone would.
+// module on its own (plugintest.Build). A failure is a
+// *plugintest.BuildError.
 func BuildBinaries(repoRoot, dir string) (Binaries, error) {
 	b := Binaries{Agent: filepath.Join(dir, "dranode-agent"), GPUPlugin: filepath.Join(dir, "gpu-plugin")}
 	for _, job := range []struct{ module, pkg, out string }{
 		{"agent", "./cmd/dranode-agent", b.Agent},
 		{"examples", "./gpu", b.GPUPlugin},
 	} {
-		if err := BuildBinary(filepath.Join(repoRoot, job.module), job.pkg, job.out); err != nil {
+		if _, err := plugintest.Build(context.Background(), filepath.Join(repoRoot, job.module), job.pkg, job.out); err != nil {
 			return Binaries{}, err
 		}
 	}

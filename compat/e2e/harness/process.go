@@ -4,27 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/dranode/dranode/tools/envtest/childproc"
 )
-
-// BuildBinary builds the main package pkg (e.g. "./cmd/my-driver") of the
-// module in moduleDir into out, with the workspace off (GOWORK=off), as a
-// user building that module alone would. A failure is a *BuildError with
-// the compiler's output.
-func BuildBinary(moduleDir, pkg, out string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = moduleDir
-	// Without cgo, as the images are built (DESIGN.md, "One build variant").
-	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return &BuildError{Binary: filepath.Base(moduleDir) + "/" + strings.TrimPrefix(pkg, "./"), Output: string(output), Err: err}
-	}
-	return nil
-}
 
 // SimulatedGPU is device ("gpu-N") of a simulated GPU driver (gpu-plugin,
 // the piecemeal driver) whose health markers (gpuN.unhealthy) are in Dir,

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,13 +44,4 @@ func TestProcessLogsAndKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Stop()
-}
-
-func TestBuildBinaryError(t *testing.T) {
-	dir := t.TempDir()
-	err := BuildBinary(dir, "./nothing-here", filepath.Join(dir, "out"))
-	var be *BuildError
-	if !errors.As(err, &be) || be.Output == "" || !strings.Contains(be.Binary, "nothing-here") {
-		t.Fatalf("BuildBinary of a missing package: %v; want a *BuildError naming it with the go tool's output", err)
-	}
 }

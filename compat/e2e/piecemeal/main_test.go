@@ -17,6 +17,7 @@ import (
 
 	"github.com/dranode/dranode/compat/e2e/harness"
 	"github.com/dranode/dranode/compat/e2e/scenarios"
+	"github.com/dranode/dranode/pluginmgr/plugintest"
 )
 
 // Shared by every test: one control plane (nodes and namespaces are per
@@ -49,7 +50,7 @@ func run(m *testing.M) int {
 	// Setup failures fail every test with their reason, so `go test`
 	// output names what was missing.
 	driverBin = filepath.Join(binDir, "piecemeal-driver")
-	buildError = harness.BuildBinary(moduleDir, "./cmd/piecemeal-driver", driverBin)
+	_, buildError = plugintest.Build(context.Background(), moduleDir, "./cmd/piecemeal-driver", driverBin)
 	cluster, clusterError = harness.StartCluster()
 	if cluster != nil {
 		defer cluster.Stop()

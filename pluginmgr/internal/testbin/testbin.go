@@ -1,13 +1,15 @@
 package testbin
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/dranode/dranode/pluginmgr/plugintest"
 )
 
 // Main is a TestMain that needs plugin binaries: it builds the main package
@@ -32,9 +34,8 @@ func Main(m *testing.M, pkgs map[string]*string) {
 	os.Exit(code)
 }
 
-// Build compiles the main package pkg (as go build takes it, relative to
-// the test's directory) into dir/name, alone (GOWORK=off) as the module is
-// tested, and returns the binary's path.
+// Build builds the main package pkg (relative to the test's directory)
+// into dir/name with plugintest.Build and returns the binary's path.
 func Build(dir, name, pkg string) (string, error) {
 	return BuildIn("", dir, name, pkg)
 }
@@ -43,22 +44,7 @@ func Build(dir, name, pkg string) (string, error) {
 // empty), for plugins built from another copy of the module, such as a
 // released version.
 func BuildIn(src, dir, name, pkg string) (string, error) {
-	out := filepath.Join(dir, name)
-	if !filepath.IsAbs(out) {
-		abs, err := filepath.Abs(out)
-		if err != nil {
-			return "", err
-		}
-		out = abs
-	}
-	build := exec.Command("go", "build", "-o", out, pkg)
-	build.Dir = src
-	// Without cgo, as the images are built (DESIGN.md, "One build variant").
-	build.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
-	if msg, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, msg)
-	}
-	return out, nil
+	return plugintest.Build(context.Background(), src, pkg, filepath.Join(dir, name))
 }
 
 // SHA256 is the hex SHA-256 digest of the file at path. It panics when the

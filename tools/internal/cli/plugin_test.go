@@ -1,27 +1,22 @@
 package cli
 
 import (
+	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dranode/dranode/pluginmgr/plugintest"
 )
 
 // buildBinary builds a main package of a sibling module the way its own tests
 // do (GOWORK=off, the module's replaces) into dir.
 func buildBinary(t *testing.T, moduleDir, pkg, out string) string {
 	t.Helper()
-	abs, err := filepath.Abs(out)
+	abs, err := plugintest.Build(context.Background(), moduleDir, pkg, out)
 	if err != nil {
 		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "build", "-o", abs, pkg)
-	cmd.Dir = moduleDir
-	// Without cgo, as the images are built (DESIGN.md, "One build variant").
-	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s in %s: %v\n%s", pkg, moduleDir, err, b)
 	}
 	return abs
 }

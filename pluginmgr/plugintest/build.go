@@ -1,0 +1,61 @@
+package plugintest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// BuildError is a failed Build: the package, the module directory it was
+// built in and what the go command printed.
+type BuildError struct {
+	Dir, Package string
+	Output       string
+	Err          error
+}
+
+func (e *BuildError) Error() string {
+	return fmt.Sprintf("building %s in %s: %v\n%s", e.Package, e.Dir, e.Err, strings.TrimSpace(e.Output))
+}
+
+func (e *BuildError) Unwrap() error { return e.Err }
+
+// Build compiles the main package pkg (as the go command takes it, such as
+// "./cmd/my-plugin", relative to dir) of the module in dir into the file
+// out, and returns out as an absolute path. dir "" is the current
+// directory.
+//
+// The module is built alone (GOWORK=off) and without cgo (CGO_ENABLED=0),
+// as the images build it; the rest of the environment is the caller's, so
+// GOFLAGS (-race, -trimpath, -ldflags) and GOCACHE apply. The binary is
+// the go command's cached executable for these inputs when it has one,
+// otherwise linked and cached for the next Build: go run -exec copies it to
+// out. It is the binary go build would write, without the version control
+// stamp (vcs.* in its build information), which go run never records.
+//
+// out is replaced if it exists; its directory must exist. A failure is a
+// *BuildError with the go command's output.
+func Build(ctx context.Context, dir, pkg, out string) (string, error) {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "", err
+	}
+	if pkg == "" {
+		return "", &BuildError{Dir: dir, Package: pkg, Err: errors.New("no package given")}
+	}
+	// go run -exec X pkg args runs "X <binary> args": cp puts the
+	// binary at out, from the cache or from go run's temporary directory
+	// (removed when go run returns).
+	cmd := exec.CommandContext(ctx, "go", "run", "-exec", "cp --remove-destination", pkg, abs)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
+	output, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", &BuildError{Dir: dir, Package: pkg, Output: string(output), Err: err}
+	}
+	return abs, nil
+}
