@@ -37,8 +37,9 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // out. It is the binary go build would write, without the version control
 // stamp (vcs.* in its build information), which go run never records.
 //
-// out is replaced if it exists; its directory must exist. A failure is a
-// *BuildError with the go command's output.
+// out is replaced if it exists, and its directory made if it does not (as
+// go build -o does). A failure is a *BuildError with the go command's
+// output.
 func Build(ctx context.Context, dir, pkg, out string) (string, error) {
 	abs, err := filepath.Abs(out)
 	if err != nil {
@@ -46,6 +47,9 @@ func Build(ctx context.Context, dir, pkg, out string) (string, error) {
 	}
 	if pkg == "" {
 		return "", &BuildError{Dir: dir, Package: pkg, Err: errors.New("no package given")}
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return "", &BuildError{Dir: dir, Package: pkg, Err: err}
 	}
 	// go run -exec X pkg args runs "X <binary> args": cp puts the
 	// binary at out, from the cache or from go run's temporary directory

@@ -48,7 +48,8 @@ func TestBuildRunsAndIsCached(t *testing.T) {
 	if !strings.HasPrefix(strings.TrimSpace(cached), cache+string(filepath.Separator)) {
 		t.Errorf("after Build, go run's executable is %s, not in the cache %s", cached, cache)
 	}
-	again, err := plugintest.Build(context.Background(), "testdata/hello", ".", filepath.Join(t.TempDir(), "hello"))
+	// Into a directory that does not exist yet, as go build -o makes it.
+	again, err := plugintest.Build(context.Background(), "testdata/hello", ".", filepath.Join(t.TempDir(), "new", "bin", "hello"))
 	if err != nil {
 		t.Fatal(err)
 	}
