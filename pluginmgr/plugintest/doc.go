@@ -8,6 +8,6 @@
 // later) when that cache holds a binary of the same inputs. A go build
 // links afresh every time: in one make check of this repository, the
 // tests' go build calls linked the same few binaries tens of times,
-// about 80 CPU-seconds of linking (compat/node/BENCHMARKS.md has the
+// about 78 CPU-seconds of linking (compat/node/BENCHMARKS.md has the
 // figures).
 package plugintest
