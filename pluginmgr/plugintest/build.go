@@ -51,15 +51,30 @@ func Build(ctx context.Context, dir, pkg, out string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return "", &BuildError{Dir: dir, Package: pkg, Err: err}
 	}
-	// go run -exec X pkg args runs "X <binary> args": cp puts the
-	// binary at out, from the cache or from go run's temporary directory
-	// (removed when go run returns).
-	cmd := exec.CommandContext(ctx, "go", "run", "-exec", "cp --remove-destination", pkg, abs)
+	// go run -exec X pkg args runs "X <binary> args": cp (POSIX, no GNU
+	// flags: vendors run this on macOS too) copies the binary, from the
+	// cache or from go run's temporary directory (removed when go run
+	// returns), next to out; the rename then replaces out whole, even a
+	// binary that is running, and a failed build leaves out as it was.
+	tmp, err := os.CreateTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".tmp-")
+	if err != nil {
+		return "", &BuildError{Dir: dir, Package: pkg, Err: err}
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	cmd := exec.CommandContext(ctx, "go", "run", "-exec", "cp", pkg, tmp.Name())
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
 	output, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", &BuildError{Dir: dir, Package: pkg, Output: string(output), Err: err}
+	}
+	// cp kept the mode CreateTemp gave (0600).
+	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
+		return "", &BuildError{Dir: dir, Package: pkg, Err: err}
+	}
+	if err := os.Rename(tmp.Name(), abs); err != nil {
+		return "", &BuildError{Dir: dir, Package: pkg, Err: err}
 	}
 	return abs, nil
 }
