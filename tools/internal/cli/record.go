@@ -15,9 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dranode/dranode/checkpoint/kubeletcompat"
 	"github.com/dranode/dranode/claimcache"
@@ -87,18 +84,12 @@ sweeps nothing then either.`,
 func runRecordLeftovers(ctx context.Context, stdout io.Writer, dir, kubeletPath, kubeconfig string, format outputFormat) error {
 	lookup := func(claimcache.ClaimRef) (claimcache.APIClaim, error) { return claimcache.APIClaim{}, errNoAPIServer }
 	if kubeconfig != "" {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = kubeconfig
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return fmt.Errorf("record leftovers: kubeconfig: %w", err)
-		}
-		cs, err := kubernetes.NewForConfig(cfg)
+		api, err := newResourceAPI(kubeconfig)
 		if err != nil {
 			return fmt.Errorf("record leftovers: %w", err)
 		}
 		lookup = func(ref claimcache.ClaimRef) (claimcache.APIClaim, error) {
-			c, err := cs.ResourceV1().ResourceClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			c, err := api.claim(ctx, ref.Namespace, ref.Name)
 			switch {
 			case apierrors.IsNotFound(err):
 				return claimcache.APIClaim{}, nil

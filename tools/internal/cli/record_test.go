@@ -1,11 +1,18 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"hash/crc32"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/dranode/dranode/claimcache"
 )
@@ -81,4 +88,80 @@ func TestRecordLeftovers(t *testing.T) {
 	if len(after) != len(before) {
 		t.Errorf("files before %d, after %d", len(before), len(after))
 	}
+}
+
+// testRecordLeftoversAsksAPIServer classifies every claim the kubelet does
+// not list by what the API server holds: no claim, a claim of that name
+// under another UID, a claim reserved for no pod (leftovers), a claim in
+// use (kept).
+func testRecordLeftoversAsksAPIServer(t *testing.T, client kubernetes.Interface, kubeconfig string) {
+	ctx := context.Background()
+	const ns = "default"
+	create := func(name string) *resourcev1.ResourceClaim {
+		t.Helper()
+		c, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourcev1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+				Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com"},
+			}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	inUse, unreserved := create("in-use"), create("unreserved")
+	create("recreated")
+	inUse.Status = resourcev1.ResourceClaimStatus{
+		Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
+			Request: "gpu", Driver: "gpu.example.com", Pool: "node-a", Device: "gpu-0",
+		}}}},
+		ReservedFor: []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "pod-1", UID: "pod-uid-1"}},
+	}
+	if _, err := client.ResourceV1().ResourceClaims(ns).UpdateStatus(ctx, inUse, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "claims.record")
+	c, _, err := claimcache.Open(rec, "boot-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := claimcache.ClaimRef{Namespace: ns, Name: "listed", UID: "uid-listed"}
+	refs := map[string]claimcache.ClaimRef{
+		"in-use":     {Namespace: ns, Name: "in-use", UID: string(inUse.UID)},
+		"unreserved": {Namespace: ns, Name: "unreserved", UID: string(unreserved.UID)},
+		"recreated":  {Namespace: ns, Name: "recreated", UID: "uid-before-recreation"},
+		"deleted":    {Namespace: ns, Name: "deleted", UID: "uid-deleted"},
+	}
+	for _, r := range append(slices.Collect(maps.Values(refs)), listed) {
+		if _, err := c.StartPrepare(r, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	kubelet := filepath.Join(dir, "dra_manager_state")
+	writeKubeletState(t, kubelet, listed)
+
+	r := dranodectl(t, "record", "leftovers", rec, "--kubelet-checkpoint", kubelet, "--kubeconfig", kubeconfig, "-o", "json")
+	wantCode(t, r, 0)
+	rep := mustJSON[leftoversReport](t, r)
+	got := map[string]string{}
+	for _, l := range rep.Leftovers {
+		got[l.Name] = l.Reason
+	}
+	want := map[string]string{
+		"unreserved": string(claimcache.ReasonClaimUnreserved),
+		"recreated":  string(claimcache.ReasonClaimRecreated),
+		"deleted":    string(claimcache.ReasonClaimDeleted),
+	}
+	if !rep.APIServer || rep.Recorded != 5 || rep.Kept != 2 || len(rep.Unchecked) != 0 || !maps.Equal(got, want) {
+		t.Errorf("report %+v: want 5 recorded, 2 kept (listed, in-use), leftovers %v", rep, want)
+	}
+
+	wantCode(t, dranodectl(t, "record", "leftovers", rec, "--kubelet-checkpoint", kubelet,
+		"--kubeconfig", filepath.Join(t.TempDir(), "none")), 1, "record leftovers: kubeconfig")
 }

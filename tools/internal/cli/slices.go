@@ -11,8 +11,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // poolSummary is one driver's pool on the node, as its ResourceSlices show it.
@@ -70,15 +68,7 @@ complete).`,
 }
 
 func runSlices(ctx context.Context, stdout io.Writer, kubeconfig, node, driver string, format outputFormat) error {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules.ExplicitPath = kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return fmt.Errorf("slices: kubeconfig: %w", err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	api, err := newResourceAPI(kubeconfig)
 	if err != nil {
 		return fmt.Errorf("slices: %w", err)
 	}
@@ -89,7 +79,7 @@ func runSlices(ctx context.Context, stdout io.Writer, kubeconfig, node, driver s
 	var items []resourcev1.ResourceSlice
 	opts := metav1.ListOptions{FieldSelector: sel.String(), Limit: 500}
 	for {
-		list, err := cs.ResourceV1().ResourceSlices().List(ctx, opts)
+		list, err := api.slices(ctx, opts)
 		if err != nil {
 			return fmt.Errorf("slices: list ResourceSlices of node %s: %w", node, err)
 		}

@@ -48,9 +48,17 @@ func slice(name, node, driver, pool string, generation, count int64, devices int
 	return s
 }
 
-func TestSlices(t *testing.T) {
+// TestAPIServerCommands runs the commands that ask the API server against
+// one control plane.
+func TestAPIServerCommands(t *testing.T) {
 	cfg := envtest.StartT(t, &envtest.Environment{})
 	client := kubernetes.NewForConfigOrDie(cfg)
+	kubeconfig := writeKubeconfig(t, cfg)
+	t.Run("slices", func(t *testing.T) { testSlices(t, client, kubeconfig) })
+	t.Run("record leftovers", func(t *testing.T) { testRecordLeftoversAsksAPIServer(t, client, kubeconfig) })
+}
+
+func testSlices(t *testing.T, client kubernetes.Interface, kubeconfig string) {
 	for _, s := range []*resourcev1.ResourceSlice{
 		slice("a-gpu-1", "node-a", "gpu.example.com", "node-a", 2, 2, 3),
 		slice("a-gpu-2", "node-a", "gpu.example.com", "node-a", 2, 2, 2),
@@ -62,7 +70,6 @@ func TestSlices(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kubeconfig := writeKubeconfig(t, cfg)
 
 	r := dranodectl(t, "slices", "--kubeconfig", kubeconfig, "--node", "node-a", "-o", "json")
 	wantCode(t, r, 0)
