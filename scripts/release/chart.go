@@ -189,7 +189,7 @@ func buildPluginSHA256(root string) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "plugin")
-	cmd := exec.CommandContext(context.Background(), "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", bin, chartPlugin.pkg)
+	cmd := exec.CommandContext(context.Background(), "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid= -w", "-o", bin, chartPlugin.pkg)
 	cmd.Dir = filepath.Join(root, filepath.FromSlash(chartPlugin.module))
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+chartPlugin.goarch, "GOWORK=off", "GOFLAGS=")
 	if out, err := cmd.CombinedOutput(); err != nil {

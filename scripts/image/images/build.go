@@ -331,10 +331,10 @@ type platformImage struct {
 }
 
 // goBuild compiles b for linux/arch into file, reproducibly (CGO off, so
-// any architecture cross-compiles here).
+// any architecture cross-compiles here), without DWARF (README.md says why).
 func goBuild(ctx context.Context, o Options, arch string, b binary, file string) error {
 	fmt.Fprintf(o.Log, "go build %s (%s) linux/%s -> %s\n", b.pkg, b.module, arch, b.path)
-	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", file, b.pkg)
+	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid= -w", "-o", file, b.pkg)
 	cmd.Dir = filepath.Join(o.Root, filepath.FromSlash(b.module))
 	cmd.Env = append(os.Environ(),
 		"CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOWORK=off",

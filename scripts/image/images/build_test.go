@@ -227,7 +227,7 @@ func TestPluginDigests(t *testing.T) {
 	var want []images.Plugin
 	for _, p := range []struct{ name, pkg string }{{"gpu", "./gpu"}, {"loop", "./loop/cmd/loop-plugin"}} {
 		bin := filepath.Join(t.TempDir(), p.name+"-plugin")
-		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", bin, p.pkg)
+		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid= -w", "-o", bin, p.pkg)
 		cmd.Dir = filepath.Join(repoRoot(t), "examples")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH, "GOWORK=off", "GOFLAGS=")
 		if out, err := cmd.CombinedOutput(); err != nil {
