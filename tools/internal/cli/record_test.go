@@ -38,19 +38,17 @@ func writeKubeletState(t *testing.T, path string, claims ...claimcache.ClaimRef)
 	}
 }
 
-// record leftovers reads a record and the kubelet's checkpoint and changes
-// neither; without an API server the claims the kubelet does not list are
-// unchecked, and an unreadable kubelet checkpoint is an error.
-func TestRecordLeftovers(t *testing.T) {
-	dir := t.TempDir()
-	rec := filepath.Join(dir, "claims.record")
-	c, _, err := claimcache.Open(rec, "boot-1")
+// writeRecordAndKubeletState writes, in dir, an agent's record of listed
+// and others (each PrepareStarted) and a kubelet checkpoint listing only
+// listed, and returns their paths.
+func writeRecordAndKubeletState(t *testing.T, dir string, listed claimcache.ClaimRef, others ...claimcache.ClaimRef) (record, kubelet string) {
+	t.Helper()
+	record = filepath.Join(dir, "claims.record")
+	c, _, err := claimcache.Open(record, "boot-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	listed := claimcache.ClaimRef{Namespace: "ns", Name: "listed", UID: "uid-listed"}
-	other := claimcache.ClaimRef{Namespace: "ns", Name: "other", UID: "uid-other"}
-	for _, r := range []claimcache.ClaimRef{listed, other} {
+	for _, r := range append([]claimcache.ClaimRef{listed}, others...) {
 		if _, err := c.StartPrepare(r, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -58,8 +56,19 @@ func TestRecordLeftovers(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	kubelet := filepath.Join(dir, "dra_manager_state")
+	kubelet = filepath.Join(dir, "dra_manager_state")
 	writeKubeletState(t, kubelet, listed)
+	return record, kubelet
+}
+
+// record leftovers reads a record and the kubelet's checkpoint and changes
+// neither; without an API server the claims the kubelet does not list are
+// unchecked, and an unreadable kubelet checkpoint is an error.
+func TestRecordLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	listed := claimcache.ClaimRef{Namespace: "ns", Name: "listed", UID: "uid-listed"}
+	other := claimcache.ClaimRef{Namespace: "ns", Name: "other", UID: "uid-other"}
+	rec, kubelet := writeRecordAndKubeletState(t, dir, listed, other)
 	before := treeBytes(t, dir)
 
 	r := dranodectl(t, "record", "leftovers", rec, "--kubelet-checkpoint", kubelet, "-o", "json")
@@ -122,12 +131,6 @@ func testRecordLeftoversAsksAPIServer(t *testing.T, client kubernetes.Interface,
 		t.Fatal(err)
 	}
 
-	dir := t.TempDir()
-	rec := filepath.Join(dir, "claims.record")
-	c, _, err := claimcache.Open(rec, "boot-1")
-	if err != nil {
-		t.Fatal(err)
-	}
 	listed := claimcache.ClaimRef{Namespace: ns, Name: "listed", UID: "uid-listed"}
 	refs := map[string]claimcache.ClaimRef{
 		"in-use":     {Namespace: ns, Name: "in-use", UID: string(inUse.UID)},
@@ -135,16 +138,7 @@ func testRecordLeftoversAsksAPIServer(t *testing.T, client kubernetes.Interface,
 		"recreated":  {Namespace: ns, Name: "recreated", UID: "uid-before-recreation"},
 		"deleted":    {Namespace: ns, Name: "deleted", UID: "uid-deleted"},
 	}
-	for _, r := range append(slices.Collect(maps.Values(refs)), listed) {
-		if _, err := c.StartPrepare(r, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	kubelet := filepath.Join(dir, "dra_manager_state")
-	writeKubeletState(t, kubelet, listed)
+	rec, kubelet := writeRecordAndKubeletState(t, t.TempDir(), listed, slices.Collect(maps.Values(refs))...)
 
 	r := dranodectl(t, "record", "leftovers", rec, "--kubelet-checkpoint", kubelet, "--kubeconfig", kubeconfig, "-o", "json")
 	wantCode(t, r, 0)
