@@ -66,6 +66,7 @@ func TestDriverRestartMidway(t *testing.T) {
 		before[i] = n.VerifyCDI(p)
 	}
 
+	registered := n.Registration(driverName)
 	pid := n.driver.PID()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -100,7 +101,7 @@ func TestDriverRestartMidway(t *testing.T) {
 	} else {
 		t.Logf("%d of 10 prepares failed with the driver's crash and succeeded on a retry", retried)
 	}
-	n.waitRegistered()
+	n.WaitReregistered(driverName, registered, n.driver)
 	ids := make([][]string, len(pods))
 	seen := map[string]string{}
 	for i, p := range pods {

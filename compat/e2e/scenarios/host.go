@@ -125,6 +125,28 @@ func (h *Host) WaitRegistered(driver string, driverProc *harness.Process) {
 	})
 }
 
+// Registration returns the kubelet plugin manager's registration of driver,
+// nil when it holds none.
+func (h *Host) Registration(driver string) *draplugin.DRAPlugin {
+	p, _ := h.kubelet.DRA.GetWatcherHandler().(*draplugin.DRAPluginManager).GetPlugin(driver)
+	return p
+}
+
+// WaitReregistered waits until the kubelet's plugin manager holds a
+// registration of driver other than old, failing at once if driverProc
+// exits. A driver restarted on the same socket path is first reached
+// through the killed instance's registration (its gRPC connection dials
+// the new process); the kubelet drops that registration when it sees the
+// socket replaced and knows no plugin of the driver until it registered
+// the new one. WaitRegistered can return inside that window.
+func (h *Host) WaitReregistered(driver string, old *draplugin.DRAPlugin, driverProc *harness.Process) {
+	h.t.Helper()
+	h.poll(driverProc, "kubelet registration of the restarted "+driver, func(context.Context) (bool, error) {
+		p := h.Registration(driver)
+		return p != nil && p != old, nil
+	})
+}
+
 // WaitSlices waits until the node's slices hold devices[driver] devices of
 // every driver, failing at once if driverProc exits.
 func (h *Host) WaitSlices(driverProc *harness.Process, devices map[string]int) {
