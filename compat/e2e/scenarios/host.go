@@ -118,17 +118,13 @@ func kubeletLogger() logr.Logger {
 // failing at once if driverProc exits.
 func (h *Host) WaitRegistered(driver string, driverProc *harness.Process) {
 	h.t.Helper()
-	plugins := h.kubelet.DRA.GetWatcherHandler().(*draplugin.DRAPluginManager)
-	h.poll(driverProc, "kubelet registration of "+driver, func(context.Context) (bool, error) {
-		_, err := plugins.GetPlugin(driver)
-		return err == nil, err
-	})
+	h.waitRegistration(driver, nil, driverProc)
 }
 
 // Registration returns the kubelet plugin manager's registration of driver,
 // nil when it holds none.
 func (h *Host) Registration(driver string) *draplugin.DRAPlugin {
-	p, _ := h.kubelet.DRA.GetWatcherHandler().(*draplugin.DRAPluginManager).GetPlugin(driver)
+	p, _ := h.plugins().GetPlugin(driver)
 	return p
 }
 
@@ -141,10 +137,25 @@ func (h *Host) Registration(driver string) *draplugin.DRAPlugin {
 // the new one. WaitRegistered can return inside that window.
 func (h *Host) WaitReregistered(driver string, old *draplugin.DRAPlugin, driverProc *harness.Process) {
 	h.t.Helper()
-	h.poll(driverProc, "kubelet registration of the restarted "+driver, func(context.Context) (bool, error) {
-		p := h.Registration(driver)
-		return p != nil && p != old, nil
+	h.waitRegistration(driver, old, driverProc)
+}
+
+// waitRegistration polls the kubelet for a registration of driver that is
+// not old (nil: any).
+func (h *Host) waitRegistration(driver string, old *draplugin.DRAPlugin, driverProc *harness.Process) {
+	h.t.Helper()
+	h.poll(driverProc, "kubelet registration of "+driver, func(context.Context) (bool, error) {
+		p, err := h.plugins().GetPlugin(driver)
+		if err == nil && p == old {
+			err = errors.New("the kubelet still holds the registration from before the restart")
+		}
+		return err == nil, err
 	})
+}
+
+// plugins is the kubelet's DRA plugin manager.
+func (h *Host) plugins() *draplugin.DRAPluginManager {
+	return h.kubelet.DRA.GetWatcherHandler().(*draplugin.DRAPluginManager)
 }
 
 // WaitSlices waits until the node's slices hold devices[driver] devices of
