@@ -16,14 +16,28 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dranode/dranode/checkpoint/crashtest"
 )
 
 // The crash tests run this test binary again as a child (the role is chosen
 // by an environment variable, as the standard library's exec tests do). The
 // child writes in a loop and prints each acknowledged state on stdout only
 // after the call returned; the parent SIGKILLs it at random moments and
-// then checks what is on disk against what was acknowledged.
+// then checks what is on disk against what was acknowledged. The child is this package's test binary
+// built without the race detector (package crashtest says why).
 const crashRoleEnv = "CHECKPOINT_CRASH_CHILD"
+
+var crashChild crashtest.Child
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := crashChild.Remove(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
 
 type crashDoc struct {
 	N   int    `json:"n"`
@@ -136,7 +150,7 @@ func crashKey(run, g, n int) string { return fmt.Sprintf("r%d-g%d-%d", run, g, n
 // it printed.
 func runAndKill(t *testing.T, rng *rand.Rand, maxAcks int, env ...string) []string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd := exec.Command(crashChild.Path(t), "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -314,7 +328,7 @@ func TestCrashJournalSIGKILL(t *testing.T) {
 // closing anything) the lock is free again.
 func TestLockAcrossProcesses(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "held")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd := exec.Command(crashChild.Path(t), "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashRoleEnv+"=hold", "CHECKPOINT_CRASH_PATH="+base)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

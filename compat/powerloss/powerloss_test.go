@@ -1,20 +1,31 @@
 package powerloss
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/dranode/dranode/checkpoint/crashtest"
 	"github.com/dranode/dranode/compat/powerloss/lazyfs"
 )
+
+// writer is this test binary without the race detector (package
+// crashtest says why): every power cut starts a writer.
+var writer crashtest.Child
 
 func TestMain(m *testing.M) {
 	if IsWriter() {
 		os.Exit(WriterMain())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if err := writer.Remove(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // iterationsEnv sets the number of power cuts of each random campaign; the
@@ -48,6 +59,7 @@ func run(t *testing.T, cfg Config) *Result {
 	if testing.Verbose() {
 		cfg.Log = t.Logf
 	}
+	cfg.Writer = writer.Path(t)
 	res, err := Run(cfg)
 	if err != nil {
 		t.Fatal(err)
