@@ -240,17 +240,23 @@ func TestDeviceStatusRefused(t *testing.T) {
 	if ids := k.prepare(t, created); len(ids) != 1 {
 		t.Fatalf("CDI IDs %q", ids)
 	}
+	// The agent counts the refusal, then logs it: wait for both.
 	forbidden := map[string]string{"driver": gpuDriver, "reason": "Forbidden"}
-	for counter(t, reg, "dranode_claim_status_write_errors_total", forbidden) < 1 {
+	logged := func() (string, bool) {
+		logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+		return logs, strings.Contains(logs, "Writing the claim's device status failed") && strings.Contains(logs, "forbidden")
+	}
+	for {
+		counted := counter(t, reg, "dranode_claim_status_write_errors_total", forbidden) >= 1
+		logs, ok := logged()
+		if counted && ok {
+			break
+		}
 		select {
 		case <-ctx.Done():
-			t.Fatal("the refused status write was never counted")
+			t.Fatalf("the refused status write: counted %v, logged %v; the log:\n%s", counted, ok, logs)
 		case <-time.After(20 * time.Millisecond):
 		}
-	}
-	logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
-	if !strings.Contains(logs, "Writing the claim's device status failed") || !strings.Contains(logs, "forbidden") {
-		t.Errorf("no log line for the refused write:\n%s", logs)
 	}
 	if msg := k.unprepare(t, created); msg != "" {
 		t.Fatalf("unprepare after a refused status write: %s", msg)
