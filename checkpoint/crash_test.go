@@ -24,19 +24,15 @@ import (
 // by an environment variable, as the standard library's exec tests do). The
 // child writes in a loop and prints each acknowledged state on stdout only
 // after the call returned; the parent SIGKILLs it at random moments and
-// then checks what is on disk against what was acknowledged. The child is this package's test binary
-// built without the race detector (package crashtest says why).
+// then checks what is on disk against what was acknowledged. The child is
+// this package's test binary built without the race detector (package
+// crashtest says why).
 const crashRoleEnv = "CHECKPOINT_CRASH_CHILD"
 
 var crashChild crashtest.Child
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := crashChild.Remove(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(crashChild.Run(m))
 }
 
 type crashDoc struct {

@@ -14,8 +14,8 @@ import (
 // Child is the test binary to start as a crash test's child: the running
 // one when it has no race detector, otherwise the running package's test
 // binary built once, on first use, without it. The zero value is ready;
-// keep one per test binary (a package variable) and call Remove from
-// TestMain after m.Run.
+// keep one per test binary (a package variable) and end TestMain with
+// os.Exit(child.Run(m)).
 type Child struct {
 	once sync.Once
 	dir  string
@@ -56,6 +56,18 @@ func (c *Child) build() (string, error) {
 		return "", fmt.Errorf("building the child test binary without -race in %s (go test -c): %w\n%s", wd, err, strings.TrimSpace(string(output)))
 	}
 	return out, nil
+}
+
+// Run is TestMain's m.Run followed by Remove: it returns the tests' exit
+// code, or 1 when the built binary could not be removed (the reason on
+// standard error).
+func (c *Child) Run(m *testing.M) int {
+	code := m.Run()
+	if err := c.Remove(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return code
 }
 
 // Remove deletes a binary that Path built; the running binary is left

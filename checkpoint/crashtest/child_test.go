@@ -21,12 +21,7 @@ func TestMain(m *testing.M) {
 		os.Stdout.WriteString("child ran\n")
 		os.Exit(0)
 	}
-	code := m.Run()
-	if err := child.Remove(); err != nil {
-		os.Stderr.WriteString(err.Error() + "\n")
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(child.Run(m))
 }
 
 func race(t *testing.T, path string) bool {

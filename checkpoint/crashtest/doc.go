@@ -19,9 +19,7 @@
 //		if os.Getenv("MY_CHILD_ROLE") != "" {
 //			os.Exit(childMain()) // the child's loop of writes
 //		}
-//		code := m.Run()
-//		child.Remove()
-//		os.Exit(code)
+//		os.Exit(child.Run(m)) // the tests, then the built child removed
 //	}
 //
 //	func TestCrash(t *testing.T) {

@@ -1,7 +1,6 @@
 package powerloss
 
 import (
-	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -20,12 +19,7 @@ func TestMain(m *testing.M) {
 	if IsWriter() {
 		os.Exit(WriterMain())
 	}
-	code := m.Run()
-	if err := writer.Remove(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(writer.Run(m))
 }
 
 // iterationsEnv sets the number of power cuts of each random campaign; the
