@@ -14,5 +14,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(hostModeEnv) != "" {
 		runAsHost()
 	}
+	if socket := os.Getenv(echoModeEnv); socket != "" {
+		runEcho(socket)
+	}
 	testbin.Main(m, map[string]*string{"./internal/testdriver/cmd/testdriver": &testDriverPath})
 }

@@ -67,11 +67,13 @@ func BenchmarkShares(b *testing.B) {
 			b.StopTimer()
 			ps := n.schedule(pods)
 			b.StartTimer()
+			before := n.phases()
 			lat, _, err := each(ps, 1, n.prepare)
 			if err != nil {
 				b.Fatal(err)
 			}
 			record("one-prepare-p50", k, quantile(lat, 0.5))
+			n.logPhases(before, "one at a time")
 			lat, _, err = each(ps, 1, n.unprepare)
 			if err != nil {
 				b.Fatal(err)
@@ -123,6 +125,56 @@ func BenchmarkShares(b *testing.B) {
 		b.Logf("%s per round, ms: floor %s; agent %s; upstream %s; example %s; agent/upstream share %s; agent/example share %s",
 			what, list(s[kindNull]), list(s[kindAgent]), list(s[kindUpstream]), list(s[kindExample]), list(ratioU), list(ratioE))
 	}
+}
+
+// phaseTimes is the agent's dranode_prepare_phase_duration_seconds by
+// phase.
+type phaseTimes map[string]phaseTime
+
+// phaseTime is one phase's sum of durations, in seconds, and their count.
+type phaseTime struct {
+	sum   float64
+	count uint64
+}
+
+// phases scrapes the agent's prepare phases; nil for other drivers.
+func (n *driverNode) phases() phaseTimes {
+	if n.kind != kindAgent {
+		return nil
+	}
+	families, err := n.agent.Metrics(n.ctx)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	out := phaseTimes{}
+	if f := families["dranode_prepare_phase_duration_seconds"]; f != nil {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "phase" {
+					out[l.GetValue()] = phaseTime{m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// logPhases logs where the agent's prepares since before spent their time,
+// as the agent measured it: the mean of each phase per prepare.
+func (n *driverNode) logPhases(before phaseTimes, what string) {
+	if before == nil {
+		return
+	}
+	after := n.phases()
+	var parts []string
+	for _, p := range slices.Sorted(maps.Keys(after)) {
+		d := after[p].count - before[p].count
+		if d == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f ms", p, (after[p].sum-before[p].sum)*1000/float64(d)))
+	}
+	n.t.Logf("agent's prepare phases, %s, mean per prepare: %s", what, strings.Join(parts, ", "))
 }
 
 func list(v []float64) string {
