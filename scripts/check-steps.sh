@@ -14,6 +14,11 @@
 # three keep them busy. Each parallel step's output goes to a log and is printed whole when
 # the step ends, so that two steps' lines never interleave.
 #
+# Each step runs with a TMPDIR of its own, under the caller's; a step that
+# leaves anything in it fails, naming what is left (whatever a test leaves
+# in TMPDIR stays in every user's /tmp: a killed plugin host's socket
+# directory was one), and the directory is removed either way.
+#
 # A failed step stops new steps from starting; the ones running finish (a
 # killed test could leave the host changed), then the script fails naming
 # every failed step. The times go to CHECK_TIMES and are printed at the end,
@@ -53,6 +58,25 @@ cpu_seconds() {
 	}'
 }
 
+# in_own_tmpdir STEP COMMAND...: runs COMMAND with TMPDIR set to a new
+# directory, then fails if COMMAND left anything in it.
+in_own_tmpdir() {
+	local step=$1 tmp rc left
+	shift
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/dranode-check.XXXXXX") || return 1
+	TMPDIR=$tmp "$@"
+	rc=$?
+	left=$(find "$tmp" -mindepth 1 -maxdepth 2 -printf '    %P\n' | sort | head -n 20)
+	if [ -n "$left" ]; then
+		echo "==> $step left files in its TMPDIR ($tmp); a test must remove what it makes:"
+		echo "$left"
+		[ $rc -ne 0 ] || rc=1
+	fi
+	# Never into a mount a killed test left behind.
+	rm -rf --one-file-system "$tmp"
+	return $rc
+}
+
 report() {
 	echo "==> check took $(($(date +%s) - begin))s (CHECK_JOBS=$jobs); by step, slowest first (wall; CPU: user+sys of every process the step waited for; when it started, seconds into the check):"
 	sort -k2 -n -r "$times" | awk '{ printf "    %5ds  %5s  +%-5s  %s\n", $2, ($3 == "" ? "" : $3 "s"), $4, $1 }'
@@ -71,7 +95,7 @@ report() {
 for step in "${serial[@]}"; do
 	start=$(date +%s)
 	(
-		$MAKE --no-print-directory "$step"
+		in_own_tmpdir "$step" $MAKE --no-print-directory "$step"
 		rc=$?
 		times >"$logs/${step//\//_}.cpu"
 		exit $rc
@@ -107,7 +131,7 @@ for step in "${parallel[@]}"; do
 	echo "==> start $step"
 	start_of[$step]=$(date +%s)
 	(
-		$MAKE --no-print-directory "$step" >"$logs/${step//\//_}.log" 2>&1
+		in_own_tmpdir "$step" $MAKE --no-print-directory "$step" >"$logs/${step//\//_}.log" 2>&1
 		rc=$?
 		times >"$logs/${step//\//_}.cpu"
 		exit $rc
