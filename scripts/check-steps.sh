@@ -63,7 +63,7 @@ cpu_seconds() {
 in_own_tmpdir() {
 	local step=$1 tmp rc left
 	shift
-	tmp=$(mktemp -d "${TMPDIR:-/tmp}/dranode-check.XXXXXX") || return 1
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/chk.XXXX") || return 1
 	TMPDIR=$tmp "$@"
 	rc=$?
 	left=$(find "$tmp" -mindepth 1 -maxdepth 2 -printf '    %P\n' | sort | head -n 20)

@@ -122,11 +122,17 @@ func NewAgent(o AgentOptions) (*Agent, error) {
 		BootIDFile: filepath.Join(o.Dir, "boot_id"),
 		DevRoot:    filepath.Join(o.Dir, "dev"),
 	}
+	// The agent's plugins make their socket directories in TMPDIR, and an
+	// agent a test kills cannot remove them: under the agent's directory
+	// they go with the test's files. o.Env comes after, so a test may
+	// still choose its own.
+	tmp := filepath.Join(o.Dir, "tmp")
 	a.Process = &Process{
 		Path: o.Bins.Agent, Args: []string{"--config", a.ConfigPath},
-		LogPath: filepath.Join(o.Dir, "agent.log"), Output: o.Log, Env: o.Env,
+		LogPath: filepath.Join(o.Dir, "agent.log"), Output: o.Log,
+		Env: append([]string{"TMPDIR=" + tmp}, o.Env...),
 	}
-	for _, d := range []string{o.Dir, a.StateDir, a.CDIDir, o.RegistryDir, o.PluginsDir} {
+	for _, d := range []string{o.Dir, tmp, a.StateDir, a.CDIDir, o.RegistryDir, o.PluginsDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, fmt.Errorf("agent dirs: %w", err)
 		}

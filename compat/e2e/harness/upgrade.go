@@ -12,7 +12,8 @@ import (
 // NewInstance is a second agent process on a's node, as a DaemonSet with
 // maxSurge starts it during a rolling upgrade: the same state, CDI, device
 // and kubelet directories, its own instance ID, configuration, log and
-// HTTP address. Start runs it.
+// HTTP address; the same environment (a's TMPDIR and Opts.Env). Start runs
+// it.
 func (a *Agent) NewInstance(instanceID string) (*Agent, error) {
 	b := *a
 	b.Opts.InstanceID = instanceID
@@ -20,6 +21,7 @@ func (a *Agent) NewInstance(instanceID string) (*Agent, error) {
 	b.Process = &Process{
 		Path: a.Opts.Bins.Agent, Args: []string{"--config", b.ConfigPath},
 		LogPath: filepath.Join(a.Opts.Dir, "agent-"+instanceID+".log"), Output: a.Opts.Log,
+		Env: a.Process.Env,
 	}
 	port, err := freePort()
 	if err != nil {
