@@ -14,10 +14,13 @@
 # three keep them busy. Each parallel step's output goes to a log and is printed whole when
 # the step ends, so that two steps' lines never interleave.
 #
-# Each step runs with a TMPDIR of its own, under the caller's; a step that
-# leaves anything in it fails, naming what is left (whatever a test leaves
-# in TMPDIR stays in every user's /tmp: a killed plugin host's socket
-# directory was one), and the directory is removed either way.
+# Whatever the steps leave in TMPDIR (/tmp by default) fails the check,
+# named: entries of this user that are there at the end and were not at
+# the start. A test's leftovers stay in every user's /tmp (a killed plugin
+# host's socket directory was one). The steps share TMPDIR rather than get
+# one each: socket paths under a deeper one pass the 108-byte limit of
+# sun_path, and compat/node's host comparison and dead-node sweep look at
+# TMPDIR itself.
 #
 # A failed step stops new steps from starting; the ones running finish (a
 # killed test could leave the host changed), then the script fails naming
@@ -43,10 +46,17 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do serial+=("$1"); shift; done
 [ $# -gt 0 ] && shift
 parallel=("$@")
 
+# tmp_entries lists this user's entries in TMPDIR, one name per line.
+tmp_root=${TMPDIR:-/tmp}
+tmp_entries() {
+	find "$tmp_root" -mindepth 1 -maxdepth 1 -user "$(id -u)" -printf '%f\n' 2>/dev/null | sort
+}
+
 mkdir -p "$(dirname "$times")" "$logs"
 : >"$times"
 begin=$(date +%s)
 failed=()
+tmp_entries >"$logs/tmp-before"
 
 # cpu_seconds FILE: the children's user+sys seconds from the output of
 # bash's times (its second line, "XmY.YYYs XmY.YYYs"), rounded.
@@ -56,25 +66,6 @@ cpu_seconds() {
 		for (i = 1; i <= 2; i++) { split($i, p, "m"); sub("s", "", p[2]); t += p[1] * 60 + p[2] }
 		printf "%d", t + 0.5
 	}'
-}
-
-# in_own_tmpdir STEP COMMAND...: runs COMMAND with TMPDIR set to a new
-# directory, then fails if COMMAND left anything in it.
-in_own_tmpdir() {
-	local step=$1 tmp rc left
-	shift
-	tmp=$(mktemp -d "${TMPDIR:-/tmp}/chk.XXXX") || return 1
-	TMPDIR=$tmp "$@"
-	rc=$?
-	left=$(find "$tmp" -mindepth 1 -maxdepth 2 -printf '    %P\n' | sort | head -n 20)
-	if [ -n "$left" ]; then
-		echo "==> $step left files in its TMPDIR ($tmp); a test must remove what it makes:"
-		echo "$left"
-		[ $rc -ne 0 ] || rc=1
-	fi
-	# Never into a mount a killed test left behind.
-	rm -rf --one-file-system "$tmp"
-	return $rc
 }
 
 report() {
@@ -95,7 +86,7 @@ report() {
 for step in "${serial[@]}"; do
 	start=$(date +%s)
 	(
-		in_own_tmpdir "$step" $MAKE --no-print-directory "$step"
+		$MAKE --no-print-directory "$step"
 		rc=$?
 		times >"$logs/${step//\//_}.cpu"
 		exit $rc
@@ -131,7 +122,7 @@ for step in "${parallel[@]}"; do
 	echo "==> start $step"
 	start_of[$step]=$(date +%s)
 	(
-		in_own_tmpdir "$step" $MAKE --no-print-directory "$step" >"$logs/${step//\//_}.log" 2>&1
+		$MAKE --no-print-directory "$step" >"$logs/${step//\//_}.log" 2>&1
 		rc=$?
 		times >"$logs/${step//\//_}.cpu"
 		exit $rc
@@ -140,4 +131,10 @@ for step in "${parallel[@]}"; do
 	running=$((running + 1))
 done
 while [ $running -gt 0 ]; do finish; done
+left=$(tmp_entries | comm -13 "$logs/tmp-before" -)
+if [ -n "$left" ]; then
+	echo "==> the steps left these in $tmp_root (a test must remove what it makes; run one module's tests with TMPDIR set to an empty directory to find which):"
+	echo "$left" | sed 's/^/    /'
+	failed+=("$tmp_root leftovers")
+fi
 report
