@@ -82,9 +82,10 @@ func TestPluginDiesWithKilledHost(t *testing.T) {
 	host.Wait()
 	// A liveness bound, not a speed assertion: the kernel signals at once,
 	// and the pidfd becomes readable when the plugin has exited.
-	ready, err := unix.Poll([]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}, 30_000)
+	exited := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	ready, err := unix.Poll(exited, 30_000)
 	for err == unix.EINTR {
-		ready, err = unix.Poll([]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}, 30_000)
+		ready, err = unix.Poll(exited, 30_000)
 	}
 	if err != nil {
 		t.Fatalf("waiting for plugin %d to exit: %v", plugins[0], err)
