@@ -8,8 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/pluginmgr/internal/testdriver"
@@ -53,33 +60,56 @@ func BenchmarkPrepare(b *testing.B) {
 	b.Run("plugin", func(b *testing.B) {
 		p := launch(b, testConfig(b, nil), quietOptions())
 		b.ReportAllocs()
+		cpu := startPeerCPU(b, p.Status().PID)
 		for b.Loop() {
 			res, err := p.Prepare(ctx, claims)
 			if err != nil || res[0].Err != nil {
 				b.Fatal(err, res)
 			}
 		}
+		cpu.report(b)
 	})
 	b.Run("plugin-after-idle", func(b *testing.B) {
 		p := launch(b, testConfig(b, nil), quietOptions())
 		b.ReportAllocs()
+		cpu := startPeerCPU(b, p.Status().PID)
 		for b.Loop() {
-			b.StopTimer()
-			time.Sleep(idleBeforeCall)
-			b.StartTimer()
+			idle(b)
 			res, err := p.Prepare(ctx, claims)
 			if err != nil || res[0].Err != nil {
 				b.Fatal(err, res)
 			}
 		}
+		cpu.report(b)
+	})
+	b.Run("grpc-after-idle", func(b *testing.B) {
+		conn, pid := startPeer(b, grpcModeEnv)
+		cc, err := grpc.NewClient("passthrough:peer",
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return conn, nil }))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cc.Close() })
+		health := healthpb.NewHealthClient(cc)
+		// The first call connects; the peer has started once it answers.
+		if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		cpu := startPeerCPU(b, pid)
+		for b.Loop() {
+			idle(b)
+			if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu.report(b)
 	})
 	b.Run("echo-after-idle", func(b *testing.B) {
-		conn := startEcho(b)
+		conn, pid := startPeer(b, echoModeEnv)
 		buf := make([]byte, 4)
-		for b.Loop() {
-			b.StopTimer()
-			time.Sleep(idleBeforeCall)
-			b.StartTimer()
+		echo := func() {
 			if _, err := conn.Write([]byte("ping")); err != nil {
 				b.Fatal(err)
 			}
@@ -87,6 +117,13 @@ func BenchmarkPrepare(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		echo() // the peer has started once it answers
+		cpu := startPeerCPU(b, pid)
+		for b.Loop() {
+			idle(b)
+			echo()
+		}
+		cpu.report(b)
 	})
 	b.Run("direct", func(b *testing.B) {
 		d := &testdriver.Driver{}
@@ -108,46 +145,142 @@ func BenchmarkPrepare(b *testing.B) {
 // prepares on a loaded node (compat/drabench: 5 to 12 ms).
 const idleBeforeCall = 5 * time.Millisecond
 
-// echoModeEnv makes the test binary echo what it reads from the Unix
-// socket the variable names, for echo-after-idle's child process.
-const echoModeEnv = "PLUGINMGR_TEST_ECHO_SOCKET"
+// idle leaves both processes without work for idleBeforeCall, untimed.
+func idle(b *testing.B) {
+	b.StopTimer()
+	time.Sleep(idleBeforeCall)
+	b.StartTimer()
+}
 
-// runEcho is the child process of echo-after-idle.
-func runEcho(socket string) {
-	conn, err := net.Dial("unix", socket)
+// The test binary runs as the peer process of echo-after-idle when
+// echoModeEnv is set (it echoes what it reads) and of grpc-after-idle when
+// grpcModeEnv is set (it serves gRPC's health service, the smallest unary
+// call gRPC has), on the connection it inherits as file descriptor 3.
+const (
+	echoModeEnv = "PLUGINMGR_TEST_ECHO_PEER"
+	grpcModeEnv = "PLUGINMGR_TEST_GRPC_PEER"
+)
+
+// runPeer is the peer process: it serves its inherited connection until the
+// benchmark closes it, then exits.
+func runPeer(mode string) {
+	conn, err := net.FileConn(os.NewFile(3, "peer"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	_, _ = io.Copy(conn, conn)
+	switch mode {
+	case echoModeEnv:
+		_, _ = io.Copy(conn, conn)
+	case grpcModeEnv:
+		s := grpc.NewServer()
+		healthpb.RegisterHealthServer(s, health.NewServer())
+		l := &oneConnListener{conns: make(chan net.Conn, 1), done: make(chan struct{})}
+		l.conns <- &closeNotifyConn{Conn: conn, closed: l.done}
+		_ = s.Serve(l) // ends when the connection does
+	}
 	os.Exit(0)
 }
 
-// startEcho starts the test binary as an echo process and returns the
-// connection to it.
-func startEcho(b *testing.B) net.Conn {
-	socket := filepath.Join(b.TempDir(), "echo.sock")
-	l, err := net.Listen("unix", socket)
+// oneConnListener hands grpc.Server one connection and then blocks in
+// Accept until that connection is closed, which ends Serve.
+type oneConnListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+func (l *oneConnListener) Close() error   { return nil }
+func (l *oneConnListener) Addr() net.Addr { return &net.UnixAddr{Name: "peer", Net: "unix"} }
+
+// closeNotifyConn closes closed when the server closes the connection.
+type closeNotifyConn struct {
+	net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *closeNotifyConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// startPeer starts the test binary as a peer process in the given mode,
+// connected to the benchmark by a Unix socket pair, and returns the
+// benchmark's end and the peer's PID.
+func startPeer(b *testing.B, mode string) (net.Conn, int) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
+	ours, theirs := os.NewFile(uintptr(fds[0]), "bench"), os.NewFile(uintptr(fds[1]), "peer")
+	defer theirs.Close()
+	conn, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), echoModeEnv+"="+socket)
+	cmd.Env = append(os.Environ(), mode+"=1")
+	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	conn, err := l.Accept()
-	if err != nil {
-		_ = cmd.Process.Kill()
+		conn.Close()
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		conn.Close() // the child's copy ends, and so does the child
+		conn.Close() // the peer's loop ends, and so does the peer
 		if err := cmd.Wait(); err != nil {
-			b.Errorf("echo process: %v", err)
+			b.Errorf("peer process: %v", err)
 		}
 	})
-	return conn
+	return conn, cmd.Process.Pid
+}
+
+// peerCPU is the CPU time a peer process spent during a benchmark loop,
+// reported per call: it tells whether a cold call is slow because the peer
+// waits (wake-ups) or because it works (cold caches).
+type peerCPU struct {
+	pid    int
+	before time.Duration
+}
+
+func startPeerCPU(b *testing.B, pid int) peerCPU {
+	return peerCPU{pid: pid, before: processCPU(b, pid)}
+}
+
+func (c peerCPU) report(b *testing.B) {
+	spent := processCPU(b, c.pid) - c.before
+	b.ReportMetric(float64(spent.Microseconds())/float64(b.N), "peer-cpu-µs/op")
+}
+
+// processCPU sums the time on CPU of every thread of pid, in nanoseconds
+// from /proc/PID/task/*/schedstat (/proc/PID/stat counts 10-ms ticks, too
+// coarse for a few hundred calls). Go processes keep their threads, so none
+// of the time goes missing with an exited thread.
+func processCPU(b *testing.B, pid int) time.Duration {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		b.Fatalf("threads of process %d: %v", pid, err)
+	}
+	var sum time.Duration
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var onCPU int64
+		if _, err := fmt.Sscan(string(data), &onCPU); err != nil {
+			b.Fatalf("%s: %v", t, err)
+		}
+		sum += time.Duration(onCPU)
+	}
+	return sum
 }

@@ -14,8 +14,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(hostModeEnv) != "" {
 		runAsHost()
 	}
-	if socket := os.Getenv(echoModeEnv); socket != "" {
-		runEcho(socket)
+	for _, mode := range []string{echoModeEnv, grpcModeEnv} {
+		if os.Getenv(mode) != "" {
+			runPeer(mode)
+		}
 	}
 	testbin.Main(m, map[string]*string{"./internal/testdriver/cmd/testdriver": &testDriverPath})
 }
