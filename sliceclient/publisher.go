@@ -147,7 +147,7 @@ func New(opts Options) (*Publisher, error) {
 		debounce: debounce,
 		planner:  planner{driver: opts.DriverName, node: opts.NodeName},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sliceclient-" + opts.DriverName}),
+			workqueue.TypedRateLimitingQueueConfig[string]{DelayingQueue: newDelayQueue("sliceclient-" + opts.DriverName)}),
 		inventory: map[string]*desiredPool{},
 		stored:    map[string]*storedSlice{},
 		accepted:  map[string]acceptance{},
