@@ -52,8 +52,9 @@ func BenchmarkStartup(b *testing.B) {
 // still awake from the last one; "plugin-after-idle" waits idleBeforeCall
 // before each (untimed), as the agent's calls come when the kubelet
 // prepares one pod after another, so that each call wakes two idle
-// processes. "echo-after-idle" is the floor of that: four bytes sent to a
-// child process over a Unix socket and echoed back, after the same wait.
+// processes. "grpc-after-idle" is plain gRPC after the same wait (no
+// go-plugin, TLS or driver), "echo-after-idle" the floor of both: four
+// bytes sent to a child process over a Unix socket and echoed back.
 func BenchmarkPrepare(b *testing.B) {
 	claims := []pluginmgr.Claim{claimFor("bench", "dev0")}
 	ctx := context.Background()
@@ -143,13 +144,28 @@ func BenchmarkPrepare(b *testing.B) {
 // idleBeforeCall is longer than the Go runtime keeps an idle process's
 // threads spinning, shorter than the agent's gap between two pods'
 // prepares on a loaded node (compat/drabench: 5 to 12 ms).
+// PLUGINMGR_BENCH_IDLE (a Go duration) sets another, to see how the cost
+// of a call grows with the idle before it (BENCHMARKS.md).
 const idleBeforeCall = 5 * time.Millisecond
 
-// idle leaves both processes without work for idleBeforeCall, untimed.
+// idle leaves both processes without work for idleBeforeCall or
+// PLUGINMGR_BENCH_IDLE, untimed.
 func idle(b *testing.B) {
 	b.StopTimer()
-	time.Sleep(idleBeforeCall)
+	time.Sleep(idleDuration(b))
 	b.StartTimer()
+}
+
+func idleDuration(b *testing.B) time.Duration {
+	v := os.Getenv("PLUGINMGR_BENCH_IDLE")
+	if v == "" {
+		return idleBeforeCall
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		b.Fatalf("PLUGINMGR_BENCH_IDLE=%q: want a duration of zero or more, such as 500us or 2ms", v)
+	}
+	return d
 }
 
 // The test binary runs as the peer process of echo-after-idle when
