@@ -397,6 +397,7 @@ func usage(t *testing.T, nodes []*Node) map[string][2]Usage {
 			}
 			kids.CPU += u.CPU
 			kids.RSS += u.RSS
+			kids.Anon += u.Anon
 		}
 		out[n.Name] = [2]Usage{main, kids}
 	}

@@ -75,12 +75,12 @@ func newReport(s settings, nodes []*Node, events []AuditEvent, phases []phase, w
 		}
 	}
 	add("")
-	add("| at rest (%v) | driver | watches open per node (mean / max) | RSS driver (mean / max) | RSS its children (mean) | CPU driver + children over the window (mean / max) |", s.rest)
-	add("|---|---|---|---|---|---|")
+	add("| at rest (%v) | driver | watches open per node (mean / max) | RSS driver (mean / max) | RSS its children (mean) | anonymous memory, driver + children (mean / max) | CPU driver + children over the window (mean / max) |", s.rest)
+	add("|---|---|---|---|---|---|---|")
 	pk := perKind(nodes, watches)
 	for _, k := range kinds() {
 		e := pk[k]
-		var rss, rssMax, kids int64
+		var rss, rssMax, kids, anon, anonMax int64
 		var cpu, cpuMax time.Duration
 		count := 0
 		for _, n := range nodes {
@@ -91,16 +91,19 @@ func newReport(s settings, nodes []*Node, events []AuditEvent, phases []phase, w
 			rss += a[0].RSS
 			rssMax = max(rssMax, a[0].RSS)
 			kids += a[1].RSS
+			anon += a[0].Anon + a[1].Anon
+			anonMax = max(anonMax, a[0].Anon+a[1].Anon)
 			c := a[0].CPU + a[1].CPU - b[0].CPU - b[1].CPU
 			cpu += c
 			cpuMax = max(cpuMax, c)
 			count++
 		}
 		pct := func(d time.Duration) float64 { return 100 * d.Seconds() / s.rest.Seconds() }
-		add("| | %s | %.2f / %d (%s) | %.1f / %.1f MiB | %.1f MiB | %.3f%% / %.3f%% of a core |", k,
+		add("| | %s | %.2f / %d (%s) | %.1f / %.1f MiB | %.1f MiB | %.1f / %.1f MiB | %.4f%% / %.4f%% of a core (%.1f ms per node per minute) |", k,
 			float64(e.sum.Total())/float64(e.nodes), e.max, mean(e.sum, e.nodes),
 			float64(rss)/float64(count)/(1<<20), float64(rssMax)/(1<<20), float64(kids)/float64(count)/(1<<20),
-			pct(cpu/time.Duration(count)), pct(cpuMax))
+			float64(anon)/float64(count)/(1<<20), float64(anonMax)/(1<<20),
+			pct(cpu/time.Duration(count)), pct(cpuMax), float64(cpu.Microseconds())/1e3/float64(count)/s.rest.Minutes())
 	}
 	return r
 }
