@@ -73,9 +73,10 @@ func BenchmarkPrepare(b *testing.B) {
 	b.Run("plugin-after-idle", func(b *testing.B) {
 		p := launch(b, testConfig(b, nil), quietOptions())
 		b.ReportAllocs()
+		wait := idleDuration(b)
 		cpu := startPeerCPU(b, p.Status().PID)
 		for b.Loop() {
-			idle(b)
+			idle(b, wait)
 			res, err := p.Prepare(ctx, claims)
 			if err != nil || res[0].Err != nil {
 				b.Fatal(err, res)
@@ -98,9 +99,10 @@ func BenchmarkPrepare(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportAllocs()
+		wait := idleDuration(b)
 		cpu := startPeerCPU(b, pid)
 		for b.Loop() {
-			idle(b)
+			idle(b, wait)
 			if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 				b.Fatal(err)
 			}
@@ -119,9 +121,10 @@ func BenchmarkPrepare(b *testing.B) {
 			}
 		}
 		echo() // the peer has started once it answers
+		wait := idleDuration(b)
 		cpu := startPeerCPU(b, pid)
 		for b.Loop() {
-			idle(b)
+			idle(b, wait)
 			echo()
 		}
 		cpu.report(b)
@@ -148,14 +151,14 @@ func BenchmarkPrepare(b *testing.B) {
 // of a call grows with the idle before it (BENCHMARKS.md).
 const idleBeforeCall = 5 * time.Millisecond
 
-// idle leaves both processes without work for idleBeforeCall or
-// PLUGINMGR_BENCH_IDLE, untimed.
-func idle(b *testing.B) {
+// idle leaves both processes without work for d, untimed.
+func idle(b *testing.B, d time.Duration) {
 	b.StopTimer()
-	time.Sleep(idleDuration(b))
+	time.Sleep(d)
 	b.StartTimer()
 }
 
+// idleDuration is idleBeforeCall, or PLUGINMGR_BENCH_IDLE when set.
 func idleDuration(b *testing.B) time.Duration {
 	v := os.Getenv("PLUGINMGR_BENCH_IDLE")
 	if v == "" {

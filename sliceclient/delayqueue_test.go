@@ -118,3 +118,10 @@ func TestDelayQueueReplacedWaitAddsNothing(t *testing.T) {
 		t.Errorf("Len = %d after a replaced wait ended, want 0", q.Len())
 	}
 }
+
+// waits is how many pools wait to be added.
+func (q *delayQueue) waits() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.waiting)
+}
