@@ -58,16 +58,24 @@ func SnapshotHost() HostState {
 	return s
 }
 
-// othersMount says whether a mount point is under the temporary directory
-// but outside every node directory. Those are left out of the snapshot:
-// other packages' tests, which go test and make check run beside a node's,
-// mount there without the host lock (compat/powerloss's FUSE file systems,
-// scripts/image/workload's bind mount), and a node mounts under the
-// temporary directory only inside its own directory, which stays watched
-// (a dead node's leftovers included).
+// othersMount says whether a mount point is in a temporary directory
+// (TMPDIR or /tmp) but outside every node directory. Those are left out of
+// the snapshot: other packages' tests, which go test and make check run
+// beside a node's, mount there without the host lock (compat/powerloss's
+// FUSE file systems, scripts/image/workload's bind mount), in make
+// check's private TMPDIR or, for programs outside the check, in /tmp; a
+// node mounts under /tmp only inside its own directory, which stays
+// watched (a dead node's leftovers included).
 func othersMount(point string) bool {
-	rel, ok := strings.CutPrefix(point, filepath.Clean(os.TempDir())+"/")
-	return ok && !strings.HasPrefix(rel, nodeDirPrefix)
+	if rel, ok := strings.CutPrefix(point, nodeDirRoot+"/"); ok && strings.HasPrefix(rel, nodeDirPrefix) {
+		return false
+	}
+	for _, tmp := range []string{filepath.Clean(os.TempDir()), nodeDirRoot} {
+		if strings.HasPrefix(point, tmp+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // ruleText drops iptables-save's packet counters, which change by themselves.

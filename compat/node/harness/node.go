@@ -49,8 +49,17 @@ type Options struct {
 
 const defaultSubnet = "10.250.77"
 
-// nodeDirPrefix names node directories in the temporary directory.
-const nodeDirPrefix = "drn"
+// A node's directory is nodeDirRoot/nodeDirPrefix<random>: in /tmp
+// whatever TMPDIR is, because the kubelet's socket paths under it must fit
+// a unix socket's 107 bytes, instance IDs (pod UIDs) included (106 with a
+// loop.example.com registration socket), and because a node is host-wide
+// state, not a test's scratch file: the next Start sweeps a dead node's
+// directory there whatever TMPDIR the dead one had (make check gives its
+// steps a private TMPDIR of their own).
+const (
+	nodeDirRoot   = "/tmp"
+	nodeDirPrefix = "drn"
+)
 
 // Node is a running kubelet and containerd. Its methods are safe for
 // concurrent use.
@@ -129,9 +138,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 			n = nil
 		}
 	}()
-	// A short name: the kubelet's socket paths below it must fit a unix
-	// socket's 107 bytes, instance IDs (pod UIDs) included.
-	if n.dir, err = os.MkdirTemp("", nodeDirPrefix); err != nil {
+	if n.dir, err = os.MkdirTemp(nodeDirRoot, nodeDirPrefix); err != nil {
 		return n, err
 	}
 	// Last to undo: everything else lives in it.

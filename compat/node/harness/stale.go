@@ -21,7 +21,7 @@ import (
 // shims, containers, mounts, cgroups and bridge are still there, and the
 // bridge would make this Start fail.
 func SweepStale(log io.Writer) error {
-	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), nodeDirPrefix+"*"))
+	dirs, err := filepath.Glob(filepath.Join(nodeDirRoot, nodeDirPrefix+"*"))
 	if err != nil {
 		return err
 	}
