@@ -1,0 +1,3 @@
+module github.com/dranode/dranode/scripts/repocheck
+
+go 1.26.0
