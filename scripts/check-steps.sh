@@ -14,13 +14,18 @@
 # three keep them busy. Each parallel step's output goes to a log and is printed whole when
 # the step ends, so that two steps' lines never interleave.
 #
-# Whatever the steps leave in TMPDIR (/tmp by default) fails the check,
-# named: entries of this user that are there at the end and were not at
-# the start. A test's leftovers stay in every user's /tmp (a killed plugin
-# host's socket directory was one). The steps share TMPDIR rather than get
-# one each: socket paths under a deeper one pass the 108-byte limit of
-# sun_path, and compat/node's host comparison and dead-node sweep look at
-# TMPDIR itself.
+# The steps run with TMPDIR set to a directory of the check's own,
+# /tmp/dc.XXXXXX, and the check fails, naming them, on whatever they leave
+# in it; the directory is removed at the end (never into a mount a killed
+# test left). Only the steps' own files are judged: other programs on the
+# machine write to /tmp meanwhile (a fresh clone's check that passed every
+# step once failed on an unrelated program's files), and what a step
+# changes on the host outside TMPDIR is judged by the tests that hold the
+# host lock (tools/envtest/hostlock). One directory for all the steps, in
+# /tmp whatever the caller's TMPDIR, with a short name: compat/e2e's agent
+# sockets are 85 bytes plus TMPDIR's length (99 here), and sun_path holds
+# 107. compat/node's nodes live in /tmp itself (compat/node/harness,
+# nodeDirRoot), with one byte to spare.
 #
 # A failed step stops new steps from starting; the ones running finish (a
 # killed test could leave the host changed), then the script fails naming
@@ -46,17 +51,18 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do serial+=("$1"); shift; done
 [ $# -gt 0 ] && shift
 parallel=("$@")
 
-# tmp_entries lists this user's entries in TMPDIR, one name per line.
-tmp_root=${TMPDIR:-/tmp}
-tmp_entries() {
-	find "$tmp_root" -mindepth 1 -maxdepth 1 -user "$(id -u)" -printf '%f\n' 2>/dev/null | sort
+tmp_root=$(mktemp -d /tmp/dc.XXXXXX) || exit 2
+export TMPDIR=$tmp_root
+remove_tmp() {
+	rm -rf --one-file-system "$tmp_root" 2>/dev/null ||
+		echo "==> could not remove all of $tmp_root (a mount a killed test left?); remove it by hand" >&2
 }
+trap remove_tmp EXIT
 
 mkdir -p "$(dirname "$times")" "$logs"
 : >"$times"
 begin=$(date +%s)
 failed=()
-tmp_entries >"$logs/tmp-before"
 
 # cpu_seconds FILE: the children's user+sys seconds from the output of
 # bash's times (its second line, "XmY.YYYs XmY.YYYs"), rounded.
@@ -131,10 +137,10 @@ for step in "${parallel[@]}"; do
 	running=$((running + 1))
 done
 while [ $running -gt 0 ]; do finish; done
-left=$(tmp_entries | comm -13 "$logs/tmp-before" -)
+left=$(find "$tmp_root" -mindepth 1 -maxdepth 2 -printf '%P\n' | sort)
 if [ -n "$left" ]; then
-	echo "==> the steps left these in $tmp_root (a test must remove what it makes; run one module's tests with TMPDIR set to an empty directory to find which):"
-	echo "$left" | sed 's/^/    /'
-	failed+=("$tmp_root leftovers")
+	echo "==> the steps left these in their TMPDIR $tmp_root (a test must remove what it makes; run one module's tests with TMPDIR set to an empty directory to find which):"
+	echo "$left" | head -n 40 | sed 's/^/    /'
+	failed+=("TMPDIR leftovers")
 fi
 report
