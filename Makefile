@@ -16,10 +16,11 @@ GO ?= go
 
 MODULES := $(shell sed -n 's|^[[:space:]]*\./\([^[:space:]]*\)[[:space:]]*$$|\1|p' go.work)
 COMPAT_MODULES := $(patsubst %/go.mod,%,$(wildcard compat/*/go.mod))
-# The release tool (scripts/release) and the image builder (scripts/image)
-# are modules outside go.work, like the compat modules: their dependencies
-# (gorelease, go-containerregistry) never reach the workspace.
-TOOL_MODULES := scripts/release scripts/image
+# The release tool (scripts/release), the image builder (scripts/image) and
+# the repository's own checks (scripts/repocheck) are modules outside
+# go.work, like the compat modules: their dependencies (gorelease,
+# go-containerregistry) never reach the workspace.
+TOOL_MODULES := scripts/release scripts/image scripts/repocheck
 ALL_MODULES := $(MODULES) $(COMPAT_MODULES) $(TOOL_MODULES)
 
 # Flags for go test; CI keeps the defaults, developers may add -run or -v.
@@ -44,7 +45,7 @@ TEST_TIMEOUT ?= 30m
 # replaces it.
 CHECK_GOFLAGS := $(strip $(shell $(GO) env GOFLAGS) -trimpath -ldflags=-w)
 
-.PHONY: all test check lint vet workspace tidy-check versions-check versions fmt-check binaries-check generate generate-check list-modules controlplane node \
+.PHONY: all test check lint vet workspace tidy-check versions-check versions fmt-check binaries-check docs-check generate generate-check list-modules controlplane node \
 	release-check release-prepare release-tag release-proxy release-consumers release-apicheck
 all: check
 
@@ -126,7 +127,7 @@ check:
 	@MAKE="$(MAKE)" CHECK_JOBS="$(CHECK_JOBS)" CHECK_TIMES="$(CHECK_TIMES)" CHECK_LOGS="$(CURDIR)/.run/check-logs" \
 		scripts/check-steps.sh $(CHECK_SERIAL) -- $(CHECK_PARALLEL)
 
-LINT_STEPS := fmt-check binaries-check release-check release-apicheck tidy-check versions-check workspace generate-check
+LINT_STEPS := fmt-check binaries-check docs-check release-check release-apicheck tidy-check versions-check workspace generate-check
 lint: $(LINT_STEPS)
 
 fmt-check:
@@ -145,6 +146,13 @@ binaries-check:
 		awk '$$1 > 2097152 { print $$2 " (" $$1 " bytes)" }'; } ); \
 	if [ -n "$$bad" ]; then echo "tracked binaries or files over 2 MB (remove them, or .gitignore the build output):"; echo "$$bad"; exit 1; fi
 EMPTY_TREE := 4b825dc642cb6eb9a060e54bf8d69288fbee4904
+
+# README.md's and DESIGN.md's module tables list every module, and the
+# code they name exists (scripts/repocheck; go doc there says what is
+# checked). It parses the repository's Go files, builds nothing.
+docs-check:
+	@echo "==> README.md and DESIGN.md: every module listed, every code name current"
+	cd scripts/repocheck && GOWORK=off $(GO) run . -C $(CURDIR) docs
 
 # The release tool (scripts/release; go doc there lists its rules). Its own
 # tests, run by test/scripts/release, prove each rule on scratch copies and
