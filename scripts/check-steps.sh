@@ -23,9 +23,9 @@
 # changes on the host outside TMPDIR is judged by the tests that hold the
 # host lock (tools/envtest/hostlock). One directory for all the steps, in
 # /tmp whatever the caller's TMPDIR, with a short name: compat/e2e's agent
-# sockets are 85 bytes plus TMPDIR's length (99 here), and sun_path holds
-# 107. compat/node's nodes live in /tmp itself (compat/node/harness,
-# nodeDirRoot), with one byte to spare.
+# sockets with a pod UID as instance ID are 86 bytes plus TMPDIR's length
+# (100 here), and sun_path holds 107. compat/node's nodes live in /tmp
+# itself (compat/node/harness, nodeDirRoot), with one byte to spare.
 #
 # A failed step stops new steps from starting; the ones running finish (a
 # killed test could leave the host changed), then the script fails naming

@@ -50,7 +50,8 @@ func stepTmpdir(t *testing.T, out string) {
 		t.Fatal(err)
 	}
 	tmp := strings.TrimSpace(string(b))
-	// compat/e2e's sockets take 85 bytes plus TMPDIR's length of sun_path's 107.
+	// compat/e2e's agent sockets take 86 bytes plus TMPDIR's length of
+	// sun_path's 107.
 	if !strings.HasPrefix(tmp, "/tmp/dc.") || len(tmp) > 14 {
 		t.Errorf("the steps' TMPDIR is %q, want /tmp/dc.XXXXXX (short: socket paths)", tmp)
 	}
