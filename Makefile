@@ -147,11 +147,12 @@ binaries-check:
 	if [ -n "$$bad" ]; then echo "tracked binaries or files over 2 MB (remove them, or .gitignore the build output):"; echo "$$bad"; exit 1; fi
 EMPTY_TREE := 4b825dc642cb6eb9a060e54bf8d69288fbee4904
 
-# README.md's and DESIGN.md's module tables list every module, and the
-# code they name exists (scripts/repocheck; go doc there says what is
-# checked). It parses the repository's Go files, builds nothing.
+# README.md's and DESIGN.md's module tables list every module, their links
+# point to something, and the code they name exists (scripts/repocheck; go
+# doc there says what is checked). It parses the repository's Go files and
+# builds nothing but itself.
 docs-check:
-	@echo "==> README.md and DESIGN.md: every module listed, every code name current"
+	@echo "==> README.md and DESIGN.md: every module listed, every link and code name current"
 	cd scripts/repocheck && GOWORK=off $(GO) run . -C $(CURDIR) docs
 
 # The release tool (scripts/release; go doc there lists its rules). Its own

@@ -15,6 +15,8 @@
 //     table is a Markdown table whose first header cell is "module"; a
 //     first-column entry that is no module (and no pattern like
 //     `compat/*`) is reported too;
+//   - a relative link of either file points to nothing, or its #fragment
+//     names no heading of the Markdown file linked (as GitHub makes anchors);
 //   - either file names, in backticks, code of this repository that does
 //     not exist. A name is checked when its first part is one of the
 //     repository's packages, by name or by directory (`claimcache.RecordPrepared`,

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode"
 )
 
 // DocFiles are the files "docs" checks, relative to the root: the ones a
@@ -37,8 +38,75 @@ func CheckDocs(root string, files []string) ([]string, error) {
 		}
 		problems = append(problems, checkModuleTable(f, string(data), modules)...)
 		problems = append(problems, checkCodeNames(f, string(data), code)...)
+		problems = append(problems, checkLinks(root, f, string(data))...)
 	}
 	return problems, nil
+}
+
+// checkLinks reports the relative links of file whose target does not
+// exist, or whose #fragment names no heading of the Markdown file linked
+// (of file itself for a bare #fragment).
+func checkLinks(root, file, text string) []string {
+	var problems []string
+	for _, target := range linkTarget.FindAllStringSubmatch(strings.Join(outsideFences(text), "\n"), -1) {
+		t := target[1]
+		if strings.Contains(t, "://") || strings.HasPrefix(t, "mailto:") {
+			continue
+		}
+		p, fragment, _ := strings.Cut(t, "#")
+		linked := file
+		if p != "" {
+			linked = path.Join(path.Dir(file), p)
+			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(linked))); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: the link to %s points to nothing in the repository (%s)", file, t, linked))
+				continue
+			}
+		}
+		if fragment == "" || !strings.HasSuffix(linked, ".md") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(linked)))
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: the link to %s: %v", file, t, err))
+			continue
+		}
+		if !Anchors(string(data))[fragment] {
+			problems = append(problems, fmt.Sprintf("%s: the link to %s names no heading of %s", file, t, linked))
+		}
+	}
+	return problems
+}
+
+// Anchors returns the anchors GitHub gives a Markdown text's headings:
+// lower case, punctuation dropped, spaces as hyphens, "-1", "-2" after
+// repeats.
+func Anchors(text string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	for _, l := range outsideFences(text) {
+		t := strings.TrimLeft(l, "#")
+		if len(t) == len(l) || len(l)-len(t) > 6 || !strings.HasPrefix(t, " ") {
+			continue
+		}
+		t = linkTarget.ReplaceAllString(t, "]") // a link's text stays, its target goes
+		var b strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(t)) {
+			switch {
+			case r == ' ':
+				b.WriteByte('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		a := b.String()
+		if n := seen[a]; n > 0 {
+			anchors[fmt.Sprintf("%s-%d", a, n)] = true
+		} else {
+			anchors[a] = true
+		}
+		seen[a]++
+	}
+	return anchors
 }
 
 // checkModuleTable reports the modules file's module tables do not name,

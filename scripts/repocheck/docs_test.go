@@ -25,13 +25,13 @@ func fixture() map[string]string {
 		"build/node/kubelet/go.mod":            "module github.com/dranode/dranode/build/node/kubelet\n",
 		"compat/e2e/testdata/writer/go.mod":    "module example.com/writer\n",
 		"compat/e2e/testdata/writer/writer.go": "package main\n\nfunc Gone() {}\n",
-		"README.md": "# fixture\n\n" +
+		"README.md": "# fixture\n\n## The node ([`harness`](core))\n\n" +
 			"| module | what |\n|---|---|\n" +
 			"| [`core`](core) | the core (`Cache.LockClaim`) |\n" +
 			"| [`agent`](agent/) | the agent |\n" +
 			"| `compat/*` | harnesses: [`e2e`](compat/e2e) |\n" +
 			"| `build/*` | [node](build/node), [kubelet](./build/node/kubelet) |\n",
-		"DESIGN.md": "# design\n\n" +
+		"DESIGN.md": "# design\n\nSee [the table](#the-table), [the node](README.md#the-node-harness), [core](core/cache.go).\n\n## The table\n\n" +
 			"| module | job |\n| --- | --- |\n" +
 			"| `core` | `core.RecordPrepared`, `core/durable.WriteFile`, `core.Cache.LockClaim` |\n" +
 			"| `agent` | `Agent.Refused`, `Source.Get`, `Agent.record` |\n" +
@@ -90,7 +90,10 @@ func TestCheckDocs(t *testing.T) {
 			edit: func(f map[string]string) {
 				delete(f, "build/node/kubelet/go.mod")
 			},
-			want: []string{"DESIGN.md:9: the module table names `build/node/kubelet`, which is no module (no build/node/kubelet/go.mod): name the module's directory"},
+			want: []string{
+				"README.md: the link to ./build/node/kubelet points to nothing in the repository (build/node/kubelet)",
+				"DESIGN.md:13: the module table names `build/node/kubelet`, which is no module (no build/node/kubelet/go.mod): name the module's directory",
+			},
 		},
 		{
 			name: "no module table",
@@ -104,7 +107,7 @@ func TestCheckDocs(t *testing.T) {
 			edit: func(f map[string]string) {
 				f["core/cache.go"] = strings.Replace(f["core/cache.go"], "func RecordPrepared()", "func RecordDone()", 1)
 			},
-			want: []string{"DESIGN.md:5: `core.RecordPrepared` names no code of the repository: package core (core) declares no RecordPrepared"},
+			want: []string{"DESIGN.md:9: `core.RecordPrepared` names no code of the repository: package core (core) declares no RecordPrepared"},
 		},
 		{
 			name: "a method renamed",
@@ -112,9 +115,9 @@ func TestCheckDocs(t *testing.T) {
 				f["core/cache.go"] = strings.Replace(f["core/cache.go"], ") LockClaim(", ") Lock(", 1)
 			},
 			want: []string{
-				"README.md:5: `Cache.LockClaim` names no code of the repository: no type Cache of the repository has a method or field LockClaim",
-				"DESIGN.md:5: `core.Cache.LockClaim` names no code of the repository: type core.Cache (core) has no method or field LockClaim",
-				"DESIGN.md:13: `Cache.LockClaim(uid)` names no code of the repository: no type Cache of the repository has a method or field LockClaim",
+				"README.md:7: `Cache.LockClaim` names no code of the repository: no type Cache of the repository has a method or field LockClaim",
+				"DESIGN.md:9: `core.Cache.LockClaim` names no code of the repository: type core.Cache (core) has no method or field LockClaim",
+				"DESIGN.md:17: `Cache.LockClaim(uid)` names no code of the repository: no type Cache of the repository has a method or field LockClaim",
 			},
 		},
 		{
@@ -122,7 +125,7 @@ func TestCheckDocs(t *testing.T) {
 			edit: func(f map[string]string) {
 				f["core/durable/durable.go"] = strings.Replace(f["core/durable/durable.go"], "WriteFile", "Write", 2)
 			},
-			want: []string{"DESIGN.md:5: `core/durable.WriteFile` names no code of the repository: package durable (core/durable) declares no WriteFile"},
+			want: []string{"DESIGN.md:9: `core/durable.WriteFile` names no code of the repository: package durable (core/durable) declares no WriteFile"},
 		},
 		{
 			name: "an interface method and a field renamed",
@@ -130,8 +133,21 @@ func TestCheckDocs(t *testing.T) {
 				f["agent/agent.go"] = strings.Replace(strings.Replace(f["agent/agent.go"], "Get()", "Claim()", 1), "record int", "rec int", 1)
 			},
 			want: []string{
-				"DESIGN.md:6: `Source.Get` names no code of the repository: no type Source of the repository has a method or field Get",
-				"DESIGN.md:6: `Agent.record` names no code of the repository: no type Agent of the repository has a method or field record",
+				"DESIGN.md:10: `Source.Get` names no code of the repository: no type Source of the repository has a method or field Get",
+				"DESIGN.md:10: `Agent.record` names no code of the repository: no type Agent of the repository has a method or field record",
+			},
+		},
+		{
+			name: "a link to nothing and to no heading",
+			edit: func(f map[string]string) {
+				f["DESIGN.md"] = strings.Replace(f["DESIGN.md"], "(core/cache.go)", "(core/gone.go)", 1)
+				f["DESIGN.md"] = strings.Replace(f["DESIGN.md"], "(#the-table)", "(#a-table)", 1)
+				f["DESIGN.md"] = strings.Replace(f["DESIGN.md"], "(README.md#the-node-harness)", "(README.md#the-node)", 1)
+			},
+			want: []string{
+				"DESIGN.md: the link to #a-table names no heading of DESIGN.md",
+				"DESIGN.md: the link to README.md#the-node names no heading of README.md",
+				"DESIGN.md: the link to core/gone.go points to nothing in the repository (core/gone.go)",
 			},
 		},
 		{
@@ -140,8 +156,8 @@ func TestCheckDocs(t *testing.T) {
 				f["core/cache_test.go"] = strings.Replace(f["core/cache_test.go"], "TestLockClaimSerializes", "TestSerializes", 1)
 			},
 			want: []string{
-				"DESIGN.md:7: `TestLockClaimSerializes` names no code of the repository: no test, benchmark, example or fuzz function of that name",
-				"DESIGN.md:7: `TestLockClaim*` names no code of the repository: no test, benchmark, example or fuzz function with that prefix",
+				"DESIGN.md:11: `TestLockClaimSerializes` names no code of the repository: no test, benchmark, example or fuzz function of that name",
+				"DESIGN.md:11: `TestLockClaim*` names no code of the repository: no test, benchmark, example or fuzz function with that prefix",
 			},
 		},
 	}
@@ -212,5 +228,17 @@ func TestTables(t *testing.T) {
 		if r.Line != want[i].Line || !slices.Equal(r.Cells, want[i].Cells) {
 			t.Errorf("row %d = %+v, want %+v", i, r, want[i])
 		}
+	}
+}
+
+func TestAnchors(t *testing.T) {
+	got := Anchors("# dranode — design\n## The agent's parts\n### Lock order\n## Tests\n## Tests\n```\n# not a heading\n```\n#not a heading either\n## `make check`: 50 minutes\n")
+	for _, want := range []string{"dranode--design", "the-agents-parts", "lock-order", "tests", "tests-1", "make-check-50-minutes"} {
+		if !got[want] {
+			t.Errorf("Anchors lacks %q: %v", want, got)
+		}
+	}
+	if len(got) != 6 {
+		t.Errorf("Anchors = %v, want 6", got)
 	}
 }

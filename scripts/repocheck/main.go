@@ -13,7 +13,7 @@ import (
 const usage = `usage: repocheck [-C root] <command>
 
 commands:
-  docs    README.md and DESIGN.md list every module and name only code that exists
+  docs    README.md and DESIGN.md list every module, link to what exists, name only code that exists
 `
 
 func main() {
@@ -58,7 +58,7 @@ func run(args []string, out io.Writer) error {
 		if len(problems) > 0 {
 			return fmt.Errorf("%d problem(s) in %s:\n  %s", len(problems), strings.Join(DocFiles, ", "), strings.Join(problems, "\n  "))
 		}
-		fmt.Fprintf(out, "repocheck docs: %s list every module and name only code that exists\n", strings.Join(DocFiles, " and "))
+		fmt.Fprintf(out, "repocheck docs: %s list every module, link to what exists and name only code that exists\n", strings.Join(DocFiles, " and "))
 	default:
 		return usageError(fmt.Sprintf("unknown command %q", cmd))
 	}
