@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/pluginmgr"
 )
@@ -50,10 +51,12 @@ type Options struct {
 // Agent is one running dranode agent. Create it with New, then Start and
 // Stop (or Run).
 //
-// An Agent only composes its parts, each in its own file:
+// An Agent only composes its parts. Its configuration is package config
+// (keys, loading, validation); the others are files of this package:
 //
-//   - the kubelet-facing server (server.go, healthstream.go, sockets.go):
-//     registration, the DRA service and the health stream, per driver;
+//   - the kubelet-facing server (server.go, healthstream.go, sockets.go,
+//     socket_probe_*.go): registration, the DRA service and the health
+//     stream, per driver;
 //   - routing (routing.go), a wrapper around the DRA service that forwards a
 //     call to the instance holding the claim record when that is another;
 //   - the record holder (record.go, handover.go): opens the claim record,
@@ -64,7 +67,11 @@ type Options struct {
 //     health taints and the claims' device status;
 //   - the sweeper (sweep.go) and the reconciliation at start (reconcile.go);
 //   - the driver set (drivers.go, refuse.go): the plugins and the drivers
-//     they serve.
+//     they serve;
+//   - the claim sources (claims.go, apiclient.go, connect.go): where
+//     ResourceClaims come from, the API client and the choice of mode;
+//   - the operations endpoint (ops.go, memory.go, metrics.go): metrics,
+//     health, readiness, profiles and the memory limit.
 //
 // Lock order. A goroutine that holds more than one of the agent's locks
 // takes them in this order, and never the other way round:
@@ -72,7 +79,7 @@ type Options struct {
 //  1. the record gate, record.gate.mu: read for the whole of a kubelet call
 //     answered here (routeCall) and of a sweep, written by the hand-over
 //     and the reclaim, which therefore wait for those;
-//  2. a claim's lock in the record (claimcache.Cache.WithClaim), taken by
+//  2. a claim's lock in the record (claimcache.Cache.LockClaim), taken by
 //     the claim flow and the sweeper under the gate's read lock;
 //  3. the driver set, drivers.mu (drivers, inventories, health, taints,
 //     publishers);
@@ -83,7 +90,7 @@ type Options struct {
 // and are never held while calling into another part. DESIGN.md, "The
 // agent's parts", draws the parts and repeats this order.
 type Agent struct {
-	cfg  Config
+	cfg  config.Config
 	opts Options
 	log  logr.Logger
 
@@ -116,7 +123,7 @@ type lifecycle struct {
 
 // New checks the configuration and returns an agent that does nothing
 // until Start.
-func New(cfg Config, opts Options) (*Agent, error) {
+func New(cfg config.Config, opts Options) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -227,7 +234,7 @@ func (a *Agent) startRecord(ctx context.Context) error {
 		return err
 	}
 	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
-		return &ConfigError{Key: "stateDir", Reason: err.Error(), Err: err}
+		return &config.Error{Key: "stateDir", Reason: err.Error(), Err: err}
 	}
 	if err := a.openRecord(ctx, bootID); err != nil {
 		return fmt.Errorf("opening the claim record in stateDir: %w", err)

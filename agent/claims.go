@@ -29,7 +29,7 @@ type ClaimSource interface {
 
 // APIClaimSource reads claims from the API server with one GET each: always
 // current, and cheap enough with a client sized for it (see
-// ClaimsConfig.QPS).
+// config.Claims.QPS).
 type APIClaimSource struct {
 	// REST is a client of the resource.k8s.io/v1 API group: the one
 	// NewAPIClaimSource builds, or a clientset's ResourceV1().RESTClient().

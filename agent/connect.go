@@ -7,16 +7,18 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dranode/dranode/agent/config"
 )
 
 func readBootID(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", &ConfigError{Key: "bootIDFile", Reason: err.Error()}
+		return "", &config.Error{Key: "bootIDFile", Reason: err.Error()}
 	}
 	id := strings.TrimSpace(string(data))
 	if id == "" {
-		return "", &ConfigError{Key: "bootIDFile", Reason: path + " is empty"}
+		return "", &config.Error{Key: "bootIDFile", Reason: path + " is empty"}
 	}
 	return id, nil
 }
@@ -31,7 +33,7 @@ func (a *Agent) connect() error {
 		var err error
 		rc, err = clientcmd.BuildConfigFromFlags("", a.cfg.Kubeconfig)
 		if err != nil {
-			return &ConfigError{Key: "kubeconfig", Reason: err.Error()}
+			return &config.Error{Key: "kubeconfig", Reason: err.Error()}
 		}
 	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
 		var err error

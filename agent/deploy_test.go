@@ -15,6 +15,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dranode/dranode/agent/config"
 )
 
 const chartDir = "../examples/deploy/chart/dranode"
@@ -102,11 +104,7 @@ func TestHelmTemplate(t *testing.T) {
 	}
 
 	// The configuration the DaemonSet hands the agent must load.
-	file := writeFile(t, cm.Data["agent.yaml"])
-	cfg, err := LoadConfig(flags(t, "--config", file), []string{"DRANODE_NODENAME=node-1"})
-	if err != nil {
-		t.Fatalf("chart's agent configuration: %v\n%s", err, cm.Data["agent.yaml"])
-	}
+	cfg := loadChartConfig(t, cm.Data["agent.yaml"])
 	mounts := map[string]string{}
 	hostPaths := map[string]string{}
 	for _, v := range ds.Spec.Template.Spec.Volumes {
@@ -224,10 +222,7 @@ func TestHelmTemplateLoopDriver(t *testing.T) {
 					classes = append(classes, dc.Name)
 				}
 			}
-			cfg, err := LoadConfig(flags(t, "--config", writeFile(t, cm.Data["agent.yaml"])), []string{"DRANODE_NODENAME=node-1"})
-			if err != nil {
-				t.Fatalf("chart's agent configuration: %v\n%s", err, cm.Data["agent.yaml"])
-			}
+			cfg := loadChartConfig(t, cm.Data["agent.yaml"])
 			var names []string
 			for _, d := range cfg.Plugins.Drivers {
 				names = append(names, d.Name)
@@ -252,4 +247,20 @@ func TestHelmTemplateLoopDriver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadChartConfig loads the agent's configuration file the chart's
+// ConfigMap holds, as the DaemonSet's agent does (its node name from the
+// environment).
+func loadChartConfig(t *testing.T, content string) config.Config {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(nil, []string{"DRANODE_CONFIG=" + file, "DRANODE_NODENAME=node-1"})
+	if err != nil {
+		t.Fatalf("chart's agent configuration: %v\n%s", err, content)
+	}
+	return cfg
 }

@@ -5,9 +5,12 @@
 // (claimcache), writes one transient CDI spec per claim and driver (cdi), and
 // publishes every driver's inventory as ResourceSlices (sliceclient).
 //
-// The command dranode-agent (cmd/dranode-agent) is a thin layer over this
-// package: LoadConfig merges flags, DRANODE_ environment variables, the YAML
-// file and defaults; New and Run do the rest.
+// The agent's configuration is package config (agent/config): its keys,
+// Load (flags, DRANODE_ environment variables, the YAML file, defaults),
+// Validate, and the checks of `config validate` against the node. The
+// command dranode-agent (cmd/dranode-agent) is a thin layer over the two:
+// config.Load, then New and Run. The doc comment of Agent lists the other
+// parts and the files each is in.
 //
 // Without a kubeconfig and outside a cluster the agent runs standalone:
 // ResourceClaims come from a directory of YAML files and ResourceSlices go to
@@ -22,6 +25,6 @@
 // Start keeps what came before the damage, logs the damage and every claim
 // whose last state it hid (dranode_record_uncertain_claims counts them), and
 // before serving the kubelet reconciles those claims against the kubelet's
-// own DRA checkpoint (KubeletConfig.DRAManagerState) and the claim source,
+// own DRA checkpoint (config.Kubelet.DRAManagerState) and the claim source,
 // unpreparing through the plugins only claims that are gone.
 package agent

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/sliceclient"
@@ -103,7 +104,7 @@ func (a *Agent) pluginConfigs() ([]pluginmgr.PluginConfig, error) {
 	for _, d := range a.cfg.Plugins.Drivers {
 		section, err := json.Marshal(d.Config)
 		if err != nil {
-			return nil, &ConfigError{Key: "plugins.drivers." + d.Name + ".config", Reason: err.Error()}
+			return nil, &config.Error{Key: "plugins.drivers." + d.Name + ".config", Reason: err.Error()}
 		}
 		if d.Config == nil {
 			section = nil
@@ -118,7 +119,7 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 	a.drivers.mu.Lock()
 	defer a.drivers.mu.Unlock()
 	if other, dup := a.drivers.byName[info.DriverName]; dup {
-		return &ConfigError{Key: "plugins.drivers", Reason: fmt.Sprintf("plugins %q and %q both serve driver %q", other.plugin.Name(), p.Name(), info.DriverName)}
+		return &config.Error{Key: "plugins.drivers", Reason: fmt.Sprintf("plugins %q and %q both serve driver %q", other.plugin.Name(), p.Name(), info.DriverName)}
 	}
 	d := &driver{name: info.DriverName, plugin: p, healthy: newHealthFeed(), health: info.Health, statelessPrepare: info.StatelessPrepare}
 	taint, err := inventory.HealthTaint(d.name, resourceapi.DeviceTaintEffect(a.cfg.Slices.UnhealthyTaintEffect))

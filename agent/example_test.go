@@ -7,42 +7,19 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/spf13/pflag"
-
 	"github.com/dranode/dranode/agent"
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/pluginmgr"
 )
 
-// LoadConfig merges a file, DRANODE_ environment variables and flags; the
-// flag wins over the environment, which wins over the file.
-func ExampleLoadConfig() {
-	dir, _ := os.MkdirTemp("", "agent-example-")
-	defer os.RemoveAll(dir)
-	file := filepath.Join(dir, "agent.yaml")
-	_ = os.WriteFile(file, []byte(`
-nodeName: from-file
-kubelet:
-  registryDir: /var/lib/k8s/plugins_registry
-plugins:
-  drivers:
-    - path: /opt/dranode/plugins/gpu-plugin
-      sha256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-`), 0o644)
-
-	fs := pflag.NewFlagSet("dranode-agent", pflag.ContinueOnError)
-	agent.AddFlags(fs)
-	_ = fs.Parse([]string{"--config", file, "--cdi-dir", "/run/cdi"})
-	cfg, err := agent.LoadConfig(fs, []string{"DRANODE_NODENAME=from-env"})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(cfg.NodeName, cfg.CDI.Dir, cfg.StateDir)
+// The kubelet finds a driver's registration socket in its registry
+// directory, and the registration names the DRA socket it calls.
+func ExampleRegistrationSocket() {
+	cfg := config.Default()
 	fmt.Println(agent.RegistrationSocket(cfg.Kubelet.RegistryDir, "gpu.example.com"))
 	fmt.Println(agent.DRASocket(cfg.Kubelet.PluginsDir, "gpu.example.com"))
 	// Output:
-	// from-env /run/cdi /var/lib/dranode
-	// /var/lib/k8s/plugins_registry/gpu.example.com-reg.sock
+	// /var/lib/kubelet/plugins_registry/gpu.example.com-reg.sock
 	// /var/lib/kubelet/plugins/gpu.example.com/dra.sock
 }
 
@@ -54,12 +31,12 @@ func ExampleVerifyPluginBinary() {
 	path := filepath.Join(dir, "plugin")
 	_ = os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755)
 
-	err := agent.VerifyPluginBinary(agent.DriverConfig{Name: "gpu", Path: path, SHA256: strings.Repeat("0", 64)})
+	err := agent.VerifyPluginBinary(config.Driver{Name: "gpu", Path: path, SHA256: strings.Repeat("0", 64)})
 	var ce *pluginmgr.ChecksumError
 	if errors.Is(err, pluginmgr.ErrChecksumMismatch) && errors.As(err, &ce) {
 		fmt.Println("expected", ce.Expected[:8], "actual", ce.Actual[:8])
 	}
-	err = agent.VerifyPluginBinary(agent.DriverConfig{Name: "gpu", Path: filepath.Join(dir, "missing"), SHA256: ce.Actual})
+	err = agent.VerifyPluginBinary(config.Driver{Name: "gpu", Path: filepath.Join(dir, "missing"), SHA256: ce.Actual})
 	fmt.Println(errors.Is(err, pluginmgr.ErrNotExecutable), errors.Is(err, os.ErrNotExist))
 	// Output:
 	// expected 00000000 actual a8076d3d

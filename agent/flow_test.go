@@ -20,6 +20,7 @@ import (
 	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/claimcache"
 )
@@ -32,7 +33,7 @@ func nodeSelector(node string) *corev1.NodeSelector {
 
 const gpuDriver = "gpu.example.com"
 
-func specPath(cfg Config, driver, uid string) string {
+func specPath(cfg config.Config, driver, uid string) string {
 	return filepath.Join(cfg.CDI.Dir, cdi.TransientSpecFileName(driver, cdi.ClaimClass, uid))
 }
 

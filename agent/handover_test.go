@@ -13,6 +13,7 @@ import (
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/claimcache"
 )
 
@@ -65,17 +66,17 @@ func TestInstanceIDValidated(t *testing.T) {
 		{"..", false},
 		{string(make([]byte, 64)), false},
 	} {
-		cfg := DefaultConfig()
+		cfg := config.Default()
 		cfg.NodeName = "node-a"
 		cfg.Slices.DryRunDir, cfg.Claims.Dir = "/dry-run", "/claims"
 		cfg.Kubelet.InstanceID = tc.id
 		err := cfg.Validate()
-		var ce *ConfigError
+		var ce *config.Error
 		switch {
 		case tc.ok && errors.As(err, &ce) && ce.Key == "kubelet.instanceID":
 			t.Errorf("instanceID %q refused: %v", tc.id, err)
 		case !tc.ok && (!errors.As(err, &ce) || ce.Key != "kubelet.instanceID"):
-			t.Errorf("instanceID %q: error %v, want a ConfigError for kubelet.instanceID", tc.id, err)
+			t.Errorf("instanceID %q: error %v, want a config.Error for kubelet.instanceID", tc.id, err)
 		}
 	}
 }
@@ -95,7 +96,7 @@ func TestSocketPathTooLongRefused(t *testing.T) {
 }
 
 // connectInstance is connectKubelet for one instance's sockets.
-func connectInstance(t *testing.T, cfg Config, driverName string) *kubelet {
+func connectInstance(t *testing.T, cfg config.Config, driverName string) *kubelet {
 	t.Helper()
 	reg := registerapi.NewRegistrationClient(dial(t, RegistrationSocketFor(cfg.Kubelet.RegistryDir, driverName, cfg.Kubelet.InstanceID)))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -23,6 +23,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/pluginmgr/plugintest"
 )
 
@@ -78,7 +79,7 @@ func sha256File(t testing.TB, path string) string {
 // testEnv is one agent's directories.
 type testEnv struct {
 	root, claimsDir, bootIDFile string
-	cfg                         Config
+	cfg                         config.Config
 }
 
 // newTestEnv returns a standalone configuration under a short temp dir
@@ -97,7 +98,7 @@ func newTestEnv(t testing.TB, driverNames ...string) *testEnv {
 		t.Fatal(err)
 	}
 	e.setBootID(t, "boot-1")
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.NodeName = "node-a"
 	cfg.StateDir = filepath.Join(root, "state")
 	cfg.BootIDFile = e.bootIDFile
@@ -109,7 +110,7 @@ func newTestEnv(t testing.TB, driverNames ...string) *testEnv {
 	cfg.HTTP.Address = "127.0.0.1:0"
 	sum := sha256File(t, gpu)
 	for i, name := range driverNames {
-		cfg.Plugins.Drivers = append(cfg.Plugins.Drivers, DriverConfig{
+		cfg.Plugins.Drivers = append(cfg.Plugins.Drivers, config.Driver{
 			Name: fmt.Sprintf("gpu%d", i), Path: gpu, SHA256: sum,
 			Config: map[string]any{"driverName": name, "numDevices": 4, "devRoot": filepath.Join(root, "dev", name), "healthPollInterval": "50ms"},
 		})
@@ -195,7 +196,7 @@ func dial(t testing.TB, path string) *grpc.ClientConn {
 	return conn
 }
 
-func connectKubelet(t testing.TB, cfg Config, driverName string) *kubelet {
+func connectKubelet(t testing.TB, cfg config.Config, driverName string) *kubelet {
 	t.Helper()
 	reg := registerapi.NewRegistrationClient(dial(t, RegistrationSocket(cfg.Kubelet.RegistryDir, driverName)))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

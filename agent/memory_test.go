@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/dranode/dranode/agent/config"
 )
 
 func TestMemoryLimit(t *testing.T) {
@@ -18,7 +20,7 @@ func TestMemoryLimit(t *testing.T) {
 		want    int64 // the limit in effect afterwards; -1: unchanged
 		wantErr string
 	}{
-		{limit: DefaultMemoryLimit, want: 32 << 20},
+		{limit: config.DefaultMemoryLimit, want: 32 << 20},
 		{limit: "64Mi", want: 64 << 20},
 		{limit: "100M", want: 100_000_000},
 		{limit: "0", want: -1},
@@ -30,12 +32,12 @@ func TestMemoryLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.limit, func(t *testing.T) {
 			debug.SetMemoryLimit(math.MaxInt64)
-			cfg := DefaultConfig()
+			cfg := config.Default()
 			cfg.MemoryLimit = tt.limit
 			got, err := ApplyMemoryLimit(cfg)
 			if tt.wantErr != "" {
-				if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "memoryLimit") {
-					t.Fatalf("error %v, want a memoryLimit ConfigError with %q", err, tt.wantErr)
+				if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "memoryLimit") {
+					t.Fatalf("error %v, want a memoryLimit config.Error with %q", err, tt.wantErr)
 				}
 				if now := debug.SetMemoryLimit(-1); now != math.MaxInt64 {
 					t.Errorf("a refused limit changed the runtime's to %d", now)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dranode/dranode/agent/config"
 )
 
 // opsServer is the operations endpoint: metrics, health and readiness.
@@ -20,7 +22,7 @@ type opsServer struct {
 func (a *Agent) serveHTTP() error {
 	lis, err := net.Listen("tcp", a.cfg.HTTP.Address)
 	if err != nil {
-		return &ConfigError{Key: "http.address", Reason: err.Error()}
+		return &config.Error{Key: "http.address", Reason: err.Error()}
 	}
 	a.ops.addr = lis.Addr().String()
 	mux := http.NewServeMux()

@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/dranode/dranode/agent/config"
 )
 
 // writeConfigFile writes cfg as the agent's YAML file.
-func writeConfigFile(t *testing.T, cfg Config) string {
+func writeConfigFile(t *testing.T, cfg config.Config) string {
 	t.Helper()
 	data, err := cfg.YAML()
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	resourcev1 "k8s.io/api/resource/v1"
 
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/checkpoint"
 	"github.com/dranode/dranode/checkpoint/kubeletcompat"
 	"github.com/dranode/dranode/claimcache"
@@ -152,7 +153,7 @@ func TestStartReconcilesADamagedRecord(t *testing.T) {
 	e := newTestEnv(t)
 	plugin := journalPlugin(t)
 	calls := filepath.Join(e.root, "calls")
-	e.cfg.Plugins.Drivers = []DriverConfig{{Name: "journal", Path: plugin, SHA256: sha256File(t, plugin),
+	e.cfg.Plugins.Drivers = []config.Driver{{Name: "journal", Path: plugin, SHA256: sha256File(t, plugin),
 		Config: map[string]any{"driverName": journalDriver, "numDevices": 4, "callLog": calls}}}
 	e.cfg.Kubelet.DRAManagerState = filepath.Join(e.root, "kubelet", kubeletcompat.DRAManagerStateFile)
 
@@ -179,7 +180,7 @@ func TestStartReconcilesADamagedRecord(t *testing.T) {
 	// Fold the record into a snapshot (one record per claim), then damage
 	// the snapshot's second claim record: the first is restored exactly,
 	// the second is lost, the last two are readable after the damage.
-	dir := filepath.Join(e.cfg.StateDir, claimRecordDir)
+	dir := e.cfg.ClaimRecordDir()
 	dummy := claimcache.ClaimRef{Namespace: "default", Name: "dummy", UID: "00000000-0000-0000-0017-0000000000ff"}
 	c, _, err := claimcache.Open(dir, "boot-1", claimcache.WithJournalOptions(checkpoint.WithCompaction(1, 1)))
 	if err != nil {

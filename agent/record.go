@@ -43,7 +43,7 @@ func (a *Agent) holdsRecord() bool {
 	return a.record.gate.held
 }
 
-func (a *Agent) recordDir() string { return filepath.Join(a.cfg.StateDir, claimRecordDir) }
+func (a *Agent) recordDir() string { return a.cfg.ClaimRecordDir() }
 
 func (a *Agent) startLockPath() string {
 	return filepath.Join(a.cfg.StateDir, startLock)

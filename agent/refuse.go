@@ -3,11 +3,11 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/pluginmgr"
 )
 
@@ -39,36 +39,13 @@ func (e *PluginRefusedError) Is(target error) bool { return target == ErrPluginR
 // *pluginmgr.ChecksumError naming both digests). A plugin that would fail
 // it is refused on its own when the agent starts; the other drivers are
 // served.
-func VerifyPluginBinary(d DriverConfig) error {
+func VerifyPluginBinary(d config.Driver) error {
 	return pluginmgr.VerifyBinary(d.Path, d.SHA256)
-}
-
-// CheckPluginBinaries is `config validate`'s check of the plugin binaries
-// named in cfg. A binary that exists but does not match its digest (or
-// cannot be run) is an error naming the key: the agent would refuse it. A
-// binary that does not exist is only a warning, because a configuration is
-// often validated away from the node that has the binaries.
-func CheckPluginBinaries(cfg Config) (warnings []string, err error) {
-	var errs []error
-	for i, d := range cfg.Plugins.Drivers {
-		key := fmt.Sprintf("plugins.drivers[%d]", i)
-		verr := VerifyPluginBinary(d)
-		switch {
-		case verr == nil:
-		case errors.Is(verr, os.ErrNotExist):
-			warnings = append(warnings, fmt.Sprintf("%s.path: plugin %q: %s does not exist here; its sha256 was not checked", key, d.Name, d.Path))
-		case errors.Is(verr, pluginmgr.ErrChecksumMismatch):
-			errs = append(errs, &ConfigError{Key: key + ".sha256", Reason: fmt.Sprintf("plugin %q: %v", d.Name, verr)})
-		default:
-			errs = append(errs, &ConfigError{Key: key + ".path", Reason: fmt.Sprintf("plugin %q: %v", d.Name, verr)})
-		}
-	}
-	return warnings, errors.Join(errs...)
 }
 
 // refuse records that a plugin will not run and says so in the log, with
 // both digests when the checksum is the reason.
-func (a *Agent) refuse(d DriverConfig, err error) {
+func (a *Agent) refuse(d config.Driver, err error) {
 	name := pluginName(d)
 	r := &PluginRefusedError{Plugin: name, Path: d.Path, Err: err}
 	kv := []any{"plugin", name, "path", d.Path}
@@ -93,9 +70,9 @@ func (a *Agent) refuseUntrusted(startErr error) error {
 	var fatal []error
 	for _, err := range errs {
 		var se *pluginmgr.StartError
-		d, configured := DriverConfig{}, false
+		d, configured := config.Driver{}, false
 		if errors.As(err, &se) && (errors.Is(err, pluginmgr.ErrChecksumMismatch) || errors.Is(err, pluginmgr.ErrNotExecutable)) {
-			i := slices.IndexFunc(a.cfg.Plugins.Drivers, func(d DriverConfig) bool { return pluginName(d) == se.Plugin })
+			i := slices.IndexFunc(a.cfg.Plugins.Drivers, func(d config.Driver) bool { return pluginName(d) == se.Plugin })
 			if configured = i >= 0; configured {
 				d = a.cfg.Plugins.Drivers[i]
 			}
@@ -123,9 +100,9 @@ func (a *Agent) isRefused(plugin string) bool {
 }
 
 // pluginName is the plugin's name as pluginmgr uses it: the configured name,
-// or the binary's base name (LoadConfig fills it in; a Config built in code
-// may leave it empty).
-func pluginName(d DriverConfig) string {
+// or the binary's base name (config.Load fills it in; a configuration built
+// in code may leave it empty).
+func pluginName(d config.Driver) string {
 	if d.Name != "" {
 		return d.Name
 	}

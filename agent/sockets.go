@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/dranode/dranode/agent/config"
 )
 
 // RegistrationSocket is where the kubelet's plugin watcher finds the driver.
@@ -149,12 +151,12 @@ func ownedName(base, driver string) bool {
 	case base == driver+"-reg.sock", base == "dra.sock":
 		return true
 	case strings.HasPrefix(base, "dra-") && strings.HasSuffix(base, ".sock"):
-		return validInstanceID(strings.TrimSuffix(strings.TrimPrefix(base, "dra-"), ".sock"))
+		return config.ValidInstanceID(strings.TrimSuffix(strings.TrimPrefix(base, "dra-"), ".sock"))
 	case strings.HasPrefix(base, driver+"-") && strings.HasSuffix(base, "-reg.sock"):
 		// "<driver>-<id>-reg.sock": a pod UID is 36 characters with 4
 		// dashes; any other ID with dashes might be another driver's name.
 		id := strings.TrimSuffix(strings.TrimPrefix(base, driver+"-"), "-reg.sock")
-		return validInstanceID(id) && (!strings.Contains(id, "-") || isUID(id))
+		return config.ValidInstanceID(id) && (!strings.Contains(id, "-") || isUID(id))
 	}
 	return false
 }

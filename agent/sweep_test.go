@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	resourcev1 "k8s.io/api/resource/v1"
 
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/checkpoint/kubeletcompat"
 )
@@ -70,10 +71,10 @@ func newSweepEnv(t *testing.T) *sweepEnv {
 	e := &sweepEnv{testEnv: newTestEnv(t), reg: prometheus.NewRegistry(), logs: &logLines{}}
 	plugin := journalPlugin(t)
 	e.calls = filepath.Join(e.root, "calls")
-	e.cfg.Plugins.Drivers = []DriverConfig{{Name: "journal", Path: plugin, SHA256: sha256File(t, plugin),
+	e.cfg.Plugins.Drivers = []config.Driver{{Name: "journal", Path: plugin, SHA256: sha256File(t, plugin),
 		Config: map[string]any{"driverName": journalDriver, "numDevices": 8, "callLog": e.calls}}}
 	e.cfg.Kubelet.DRAManagerState = filepath.Join(e.root, "kubelet", kubeletcompat.DRAManagerStateFile)
-	e.cfg.Cleanup = CleanupConfig{Interval: 20 * time.Millisecond, GracePeriod: 200 * time.Millisecond}
+	e.cfg.Cleanup = config.Cleanup{Interval: 20 * time.Millisecond, GracePeriod: 200 * time.Millisecond}
 	return e
 }
 

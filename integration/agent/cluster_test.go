@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/dranode/dranode/agent"
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/tools/envtest"
 )
@@ -33,7 +34,7 @@ func TestClusterMode(t *testing.T) {
 	// The agent builds its own client, as it does from a kubeconfig: its
 	// scheme knows only the API groups the agent uses, and this test runs
 	// all of their calls (the Node for owner references, slices, claims).
-	cfg := config(t)
+	cfg := nodeConfig(t)
 	reg := prometheus.NewRegistry()
 	a := start(t, cfg, agent.Options{RESTConfig: restCfg, Registry: reg})
 	if a.Standalone() {
@@ -152,7 +153,7 @@ func countDevices(slices []resourcev1.ResourceSlice) int {
 }
 
 // readSpec loads the claim's CDI spec of the driver as a runtime would.
-func readSpec(t *testing.T, cfg agent.Config, driver, uid string) *cdi.Spec {
+func readSpec(t *testing.T, cfg config.Config, driver, uid string) *cdi.Spec {
 	t.Helper()
 	path, ok, err := cdi.SpecDir{Path: cfg.CDI.Dir}.Lookup(driver, cdi.ClaimClass, uid)
 	if err != nil || !ok {

@@ -22,6 +22,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/dranode/dranode/agent"
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/pluginmgr/plugintest"
 )
 
@@ -61,10 +62,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// config lays out one node's directories under a short temp dir (unix
+// nodeConfig lays out one node's directories under a short temp dir (unix
 // socket paths are limited to 107 bytes) with one gpu-plugin serving
 // gpuDriver with 4 devices.
-func config(t testing.TB) agent.Config {
+func nodeConfig(t testing.TB) config.Config {
 	t.Helper()
 	plugin := gpuPlugin(t)
 	data, err := os.ReadFile(plugin)
@@ -81,7 +82,7 @@ func config(t testing.TB) agent.Config {
 	if err := os.WriteFile(bootID, []byte("boot-1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := agent.DefaultConfig()
+	cfg := config.Default()
 	cfg.NodeName = nodeName
 	cfg.StateDir = filepath.Join(root, "state")
 	cfg.BootIDFile = bootID
@@ -92,7 +93,7 @@ func config(t testing.TB) agent.Config {
 	cfg.Claims.Dir = filepath.Join(root, "claims")
 	cfg.Slices.DryRunDir = filepath.Join(root, "slices")
 	cfg.HTTP.Address = "" // the test reads the metrics from the registry
-	cfg.Plugins.Drivers = []agent.DriverConfig{{
+	cfg.Plugins.Drivers = []config.Driver{{
 		Name: "gpu", Path: plugin, SHA256: hex.EncodeToString(sum[:]),
 		Config: map[string]any{"driverName": gpuDriver, "numDevices": 4, "devRoot": filepath.Join(root, "dev")},
 	}}
@@ -100,7 +101,7 @@ func config(t testing.TB) agent.Config {
 }
 
 // start runs an agent in this process until the test ends.
-func start(t testing.TB, cfg agent.Config, opts agent.Options) *agent.Agent {
+func start(t testing.TB, cfg config.Config, opts agent.Options) *agent.Agent {
 	t.Helper()
 	opts.Logger = ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))
 	opts.PluginLogger = hclog.NewNullLogger()
@@ -166,7 +167,7 @@ func dial(t testing.TB, path string) *grpc.ClientConn {
 	return conn
 }
 
-func connectKubelet(t testing.TB, cfg agent.Config, driverName string) *kubelet {
+func connectKubelet(t testing.TB, cfg config.Config, driverName string) *kubelet {
 	t.Helper()
 	reg := registerapi.NewRegistrationClient(dial(t, agent.RegistrationSocket(cfg.Kubelet.RegistryDir, driverName)))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/dranode/dranode/agent"
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/sliceclient/claimstatus"
 	"github.com/dranode/dranode/tools/envtest"
 )
@@ -27,7 +28,7 @@ const gpu2Driver = "gpu2.example.com"
 
 // withSecondDriver adds a second instance of the example plugin serving
 // gpu2Driver.
-func withSecondDriver(cfg *agent.Config) {
+func withSecondDriver(cfg *config.Config) {
 	second := cfg.Plugins.Drivers[0]
 	second.Name = "gpu2"
 	second.Config = map[string]any{"driverName": gpu2Driver, "numDevices": 2, "devRoot": second.Config["devRoot"].(string) + "2"}
@@ -118,7 +119,7 @@ func TestDeviceStatus(t *testing.T) {
 	restCfg, client := clusterWithNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg := config(t)
+	cfg := nodeConfig(t)
 	withSecondDriver(&cfg)
 	reg := prometheus.NewRegistry()
 	start(t, cfg, agent.Options{RESTConfig: restCfg, Registry: reg})
@@ -222,7 +223,7 @@ func TestDeviceStatusRefused(t *testing.T) {
 		Extra:    map[string][]string{"authentication.kubernetes.io/node-name": {nodeName}},
 	}
 
-	cfg := config(t)
+	cfg := nodeConfig(t)
 	reg := prometheus.NewRegistry()
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2), ktesting.BufferLogs(true)))
 	opts := agent.Options{RESTConfig: asAgent, Registry: reg, Logger: logger}
@@ -283,7 +284,7 @@ func TestDeviceStatusRefused(t *testing.T) {
 func BenchmarkPrepareDeviceStatus(b *testing.B) {
 	restCfg, client := clusterWithNode(b)
 	ctx := context.Background()
-	cfg := config(b)
+	cfg := nodeConfig(b)
 	fast := rest.CopyConfig(restCfg)
 	fast.QPS, fast.Burst = 1e6, 1e6 // measure the calls, not the limiter
 	cfg.Claims.QPS, cfg.Claims.Burst = 1e6, 1e6

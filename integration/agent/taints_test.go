@@ -46,7 +46,7 @@ func TestUnhealthyDeviceNotAllocated(t *testing.T) {
 	schedulableNode(t, ctx, client)
 	prepareNamespace(t, ctx, client)
 
-	cfg := config(t)
+	cfg := nodeConfig(t)
 	drv := &cfg.Plugins.Drivers[0]
 	drv.Config["numDevices"] = 2
 	drv.Config["healthPollInterval"] = healthPoll.String()

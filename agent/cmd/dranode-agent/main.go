@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dranode/dranode/agent"
+	"github.com/dranode/dranode/agent/config"
 )
 
 func main() {
@@ -75,7 +76,7 @@ func newCommand() *cobra.Command {
 		Args:          cobra.NoArgs,
 		RunE:          ran(runAgent),
 	}
-	agent.AddFlags(root.Flags())
+	config.AddFlags(root.Flags())
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	root.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
@@ -103,15 +104,15 @@ server, the plugins' start) as "not checked".`,
 		Args: cobra.NoArgs,
 		RunE: ran(printConfig),
 	}
-	agent.AddFlags(validate.Flags())
-	agent.AddFlags(print.Flags())
+	config.AddFlags(validate.Flags())
+	config.AddFlags(print.Flags())
 	cfgCmd.AddCommand(validate, print)
 	root.AddCommand(cfgCmd)
 	return root
 }
 
 func runAgent(cmd *cobra.Command, _ []string) error {
-	cfg, err := agent.LoadConfig(cmd.Flags(), os.Environ())
+	cfg, err := config.Load(cmd.Flags(), os.Environ())
 	if err != nil {
 		return err
 	}
@@ -132,17 +133,17 @@ func runAgent(cmd *cobra.Command, _ []string) error {
 }
 
 func validateConfig(cmd *cobra.Command, _ []string) error {
-	cfg, err := agent.LoadConfig(cmd.Flags(), os.Environ())
+	cfg, err := config.Load(cmd.Flags(), os.Environ())
 	if err != nil {
 		return err
 	}
 	// The binaries too: a digest that does not match is what the
 	// running agent would refuse the plugin for.
-	warnings, pluginErr := agent.CheckPluginBinaries(cfg)
+	warnings, pluginErr := config.CheckPluginBinaries(cfg)
 	for _, w := range warnings {
 		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 	}
-	report, nodeErr := agent.CheckNode(cfg)
+	report, nodeErr := config.CheckNode(cfg)
 	for _, f := range report.Found {
 		fmt.Fprintln(cmd.OutOrStdout(), "found:", f)
 	}
@@ -157,7 +158,7 @@ func validateConfig(cmd *cobra.Command, _ []string) error {
 }
 
 func printConfig(cmd *cobra.Command, _ []string) error {
-	cfg, err := agent.LoadConfig(cmd.Flags(), os.Environ())
+	cfg, err := config.Load(cmd.Flags(), os.Environ())
 	if err != nil {
 		return err
 	}

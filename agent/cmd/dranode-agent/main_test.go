@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dranode/dranode/agent"
+	"github.com/dranode/dranode/agent/config"
 )
 
 // runAsAgentEnv makes the test binary run main() instead of the tests, so
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 // so the command can also run as an unprivileged user.
 type node struct {
 	root, bin string
-	cfg       agent.Config
+	cfg       config.Config
 }
 
 func newNode(t *testing.T) *node {
@@ -61,7 +61,7 @@ func newNode(t *testing.T) *node {
 	writeFile(t, plugin, script, 0o755)
 	writeFile(t, filepath.Join(root, "boot_id"), []byte("boot-1\n"), 0o644)
 	sum := sha256.Sum256(script)
-	cfg := agent.DefaultConfig()
+	cfg := config.Default()
 	cfg.NodeName = "node-a"
 	cfg.StateDir = filepath.Join(root, "state")
 	cfg.BootIDFile = filepath.Join(root, "boot_id")
@@ -73,7 +73,7 @@ func newNode(t *testing.T) *node {
 	// Port 0: validate binds a port it is given for a moment, and 8085 may
 	// be a running agent's on a shared machine.
 	cfg.HTTP.Address = "127.0.0.1:0"
-	cfg.Plugins.Drivers = []agent.DriverConfig{{Name: "p", Path: plugin, SHA256: hex.EncodeToString(sum[:])}}
+	cfg.Plugins.Drivers = []config.Driver{{Name: "p", Path: plugin, SHA256: hex.EncodeToString(sum[:])}}
 	n.cfg = cfg
 	return n
 }

@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"fmt"
@@ -126,9 +126,10 @@ func isDNSSubdomain(s string) bool {
 	return true
 }
 
-// validInstanceID accepts what goes into a socket file name unchanged: a
-// pod UID, or any short name without path separators.
-func validInstanceID(s string) bool {
+// ValidInstanceID reports whether s may be kubelet.instanceID: what goes
+// into a socket file name unchanged, a pod UID or any short name without
+// path separators.
+func ValidInstanceID(s string) bool {
 	if len(s) > 63 {
 		return false
 	}

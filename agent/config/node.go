@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"errors"
@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dranode/dranode/checkpoint/kubeletcompat"
+	"github.com/dranode/dranode/pluginmgr"
 )
 
 // The access(2) modes CheckNode asks about.
@@ -44,7 +45,7 @@ const (
 // The report says what was found that refuses nothing (a port in use, a
 // kubelet checkpoint standalone mode goes without) and which checks could
 // not be made, one line each naming the key; the error joins one
-// *ConfigError per key that failed (or is Validate's error).
+// *Error per key that failed (or is Validate's error).
 func CheckNode(cfg Config) (NodeReport, error) {
 	if err := cfg.Validate(); err != nil {
 		return NodeReport{}, err
@@ -82,7 +83,7 @@ type nodeCheck struct {
 }
 
 func (n *nodeCheck) fail(key string, err error) {
-	n.errs = append(n.errs, &ConfigError{Key: key, Reason: err.Error(), Err: err})
+	n.errs = append(n.errs, &Error{Key: key, Reason: err.Error(), Err: err})
 }
 
 func (n *nodeCheck) skip(format string, args ...any) {
@@ -133,7 +134,7 @@ func (n *nodeCheck) directories() {
 			n.skip("%s: whether %s is writable (not asked on %s)", d.key, d.path, runtime.GOOS)
 		case d.key == "stateDir":
 			// The claim record, if there is one already.
-			record := filepath.Join(cfg.StateDir, claimRecordDir)
+			record := cfg.ClaimRecordDir()
 			if _, err := os.Lstat(record); err == nil {
 				if _, err := checkWritableDir(record); err != nil {
 					n.fail(d.key, fmt.Errorf("the claim record: %w", err))
@@ -269,4 +270,29 @@ func isLocalAddress(ip net.IP) bool {
 		n, ok := a.(*net.IPNet)
 		return ok && n.IP.Equal(ip)
 	})
+}
+
+// CheckPluginBinaries is `config validate`'s check of the plugin binaries
+// named in cfg, the one the agent's plugin manager makes before it runs a
+// plugin (pluginmgr.VerifyBinary). A binary that exists but does not match
+// its digest (or cannot be run) is an error naming the key: the agent
+// would refuse it. A binary that does not exist is only a warning, because
+// a configuration is often validated away from the node that has the
+// binaries.
+func CheckPluginBinaries(cfg Config) (warnings []string, err error) {
+	var errs []error
+	for i, d := range cfg.Plugins.Drivers {
+		key := fmt.Sprintf("plugins.drivers[%d]", i)
+		verr := pluginmgr.VerifyBinary(d.Path, d.SHA256)
+		switch {
+		case verr == nil:
+		case errors.Is(verr, os.ErrNotExist):
+			warnings = append(warnings, fmt.Sprintf("%s.path: plugin %q: %s does not exist here; its sha256 was not checked", key, d.Name, d.Path))
+		case errors.Is(verr, pluginmgr.ErrChecksumMismatch):
+			errs = append(errs, &Error{Key: key + ".sha256", Reason: fmt.Sprintf("plugin %q: %v", d.Name, verr)})
+		default:
+			errs = append(errs, &Error{Key: key + ".path", Reason: fmt.Sprintf("plugin %q: %v", d.Name, verr)})
+		}
+	}
+	return warnings, errors.Join(errs...)
 }

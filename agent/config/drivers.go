@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 )
 
 // driversKey is plugins.drivers, the one key that is a list of sections
-// (DriverConfig, whose fields are its schema); it is set in the file only.
+// (Driver, whose fields are its schema); it is set in the file only.
 type driversKey struct{}
 
 func (driversKey) name() string        { return "plugins.drivers" }
@@ -29,7 +29,7 @@ func (driversKey) doc() string {
 func (driversKey) setDefault(c *Config) { c.Plugins.Drivers = nil }
 
 func (k driversKey) decode(raw any, c *Config) error {
-	var drivers []DriverConfig
+	var drivers []Driver
 	d, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
 		Result:      &drivers,
 		ErrorUnused: true,
@@ -56,7 +56,7 @@ func (driversKey) derive(c *Config) {
 
 func (k driversKey) validate(c Config) error {
 	bad := func(key, format string, args ...any) error {
-		return &ConfigError{Key: key, Reason: fmt.Sprintf(format, args...)}
+		return &Error{Key: key, Reason: fmt.Sprintf(format, args...)}
 	}
 	if len(c.Plugins.Drivers) == 0 {
 		return bad(k.name(), "at least one driver plugin is needed")
@@ -78,16 +78,16 @@ func (k driversKey) validate(c Config) error {
 	return nil
 }
 
-// printed is the list; Config.YAML encodes it with DriverConfig's json
+// printed is the list; Config.YAML encodes it with Driver's json
 // names, empty fields left out.
 func (driversKey) printed(c Config) any { return c.Plugins.Drivers }
 
-// decodeError turns the decoder's error into a ConfigError naming the first
+// decodeError turns the decoder's error into an *Error naming the first
 // key it complains about, under key.
 func decodeError(key string, err error) error {
 	var de *mapstructure.DecodeError
 	if !errors.As(err, &de) {
-		return &ConfigError{Key: key, Reason: err.Error(), Err: err}
+		return &Error{Key: key, Reason: err.Error(), Err: err}
 	}
 	name := key + de.Name()
 	reason := de.Unwrap().Error()
@@ -98,7 +98,7 @@ func decodeError(key string, err error) error {
 		for _, k := range strings.Split(keys, ", ") {
 			full = append(full, name+"."+k)
 		}
-		return &ConfigError{Key: strings.Join(full, ", "), Reason: "unknown key (keys are matched without case)"}
+		return &Error{Key: strings.Join(full, ", "), Reason: "unknown key (keys are matched without case)"}
 	}
-	return &ConfigError{Key: name, Reason: reason, Err: de.Unwrap()}
+	return &Error{Key: name, Reason: reason, Err: de.Unwrap()}
 }

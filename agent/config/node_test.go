@@ -1,8 +1,12 @@
-package agent
+package config
 
 import (
-	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"net"
 	"os"
@@ -10,8 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/go-hclog"
-	"k8s.io/klog/v2/ktesting"
+	"github.com/dranode/dranode/checkpoint/kubeletcompat"
 )
 
 // nodeConfig is a standalone configuration whose paths are all under one
@@ -23,7 +26,7 @@ func nodeConfig(t *testing.T) Config {
 	if err := os.WriteFile(boot, []byte("boot-1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := Default()
 	cfg.NodeName = "node-a"
 	cfg.StateDir = filepath.Join(root, "state")
 	cfg.BootIDFile = boot
@@ -35,7 +38,7 @@ func nodeConfig(t *testing.T) Config {
 	// Port 0: CheckNode binds a port it is given for a moment, and 8085
 	// may be a running agent's on a shared machine.
 	cfg.HTTP.Address = "127.0.0.1:0"
-	cfg.Plugins.Drivers = []DriverConfig{{Name: "p", Path: filepath.Join(root, "plugin"), SHA256: strings.Repeat("ab", 32)}}
+	cfg.Plugins.Drivers = []Driver{{Name: "p", Path: filepath.Join(root, "plugin"), SHA256: strings.Repeat("ab", 32)}}
 	return cfg
 }
 
@@ -44,157 +47,6 @@ func mkfile(t *testing.T, path string, mode os.FileMode) {
 	if err := os.WriteFile(path, []byte("x"), mode); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// CheckNode fails a key for each thing on the node Start would refuse, and
-// Start refuses it naming the same key. (Cases that need another user than
-// root are in cmd/dranode-agent, which runs the command as one.)
-func TestCheckNodeAgreesWithStart(t *testing.T) {
-	t.Setenv("KUBERNETES_SERVICE_HOST", "") // standalone, as Start decides
-	tests := []struct {
-		name string
-		edit func(t *testing.T, cfg *Config)
-		key  string // "" for a configuration the node accepts
-		// startKey: the key Start's error names, when Start refuses it
-		// (a path it only uses later, such as cdi.dir, is CheckNode's alone).
-		startKey string
-	}{
-		{name: "all paths to be created", edit: func(*testing.T, *Config) {}},
-		{name: "all paths exist", edit: func(t *testing.T, cfg *Config) {
-			for _, d := range []string{cfg.StateDir, cfg.Kubelet.RegistryDir, cfg.Kubelet.PluginsDir, cfg.CDI.Dir, cfg.Claims.Dir, cfg.Slices.DryRunDir} {
-				if err := os.MkdirAll(d, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}},
-		{name: "stateDir is a file", key: "stateDir", startKey: "stateDir", edit: func(t *testing.T, cfg *Config) {
-			mkfile(t, cfg.StateDir, 0o644)
-		}},
-		{name: "stateDir under a file", key: "stateDir", startKey: "stateDir", edit: func(t *testing.T, cfg *Config) {
-			file := filepath.Join(filepath.Dir(cfg.StateDir), "file")
-			mkfile(t, file, 0o644)
-			cfg.StateDir = filepath.Join(file, "a", "state")
-		}},
-		{name: "claim record is a file", key: "stateDir", startKey: "stateDir", edit: func(t *testing.T, cfg *Config) {
-			if err := os.Mkdir(cfg.StateDir, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			mkfile(t, filepath.Join(cfg.StateDir, claimRecordDir), 0o600)
-		}},
-		{name: "bootIDFile missing", key: "bootIDFile", startKey: "bootIDFile", edit: func(_ *testing.T, cfg *Config) {
-			cfg.BootIDFile += ".missing"
-		}},
-		{name: "bootIDFile empty", key: "bootIDFile", startKey: "bootIDFile", edit: func(t *testing.T, cfg *Config) {
-			if err := os.WriteFile(cfg.BootIDFile, []byte(" \n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{name: "bootIDFile a directory", key: "bootIDFile", startKey: "bootIDFile", edit: func(_ *testing.T, cfg *Config) {
-			cfg.BootIDFile = filepath.Dir(cfg.BootIDFile)
-		}},
-		{name: "kubeconfig missing", key: "kubeconfig", startKey: "kubeconfig", edit: func(_ *testing.T, cfg *Config) {
-			cfg.Kubeconfig = cfg.BootIDFile + ".kubeconfig"
-		}},
-		{name: "kubeconfig without a cluster", key: "kubeconfig", startKey: "kubeconfig", edit: func(t *testing.T, cfg *Config) {
-			cfg.Kubeconfig = cfg.BootIDFile + ".kubeconfig"
-			if err := os.WriteFile(cfg.Kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{name: "cdi.dir is a file", key: "cdi.dir", edit: func(t *testing.T, cfg *Config) {
-			mkfile(t, cfg.CDI.Dir, 0o644)
-		}},
-		{name: "kubelet.registryDir under a file", key: "kubelet.registryDir", edit: func(t *testing.T, cfg *Config) {
-			mkfile(t, cfg.Kubelet.RegistryDir, 0o644)
-			cfg.Kubelet.RegistryDir = filepath.Join(cfg.Kubelet.RegistryDir, "reg")
-		}},
-		{name: "slices.dryRunDir is a file (standalone)", key: "slices.dryRunDir", edit: func(t *testing.T, cfg *Config) {
-			mkfile(t, cfg.Slices.DryRunDir, 0o644)
-		}},
-		{name: "claims.dir is a file (standalone)", key: "claims.dir", edit: func(t *testing.T, cfg *Config) {
-			mkfile(t, cfg.Claims.Dir, 0o644)
-		}},
-		{name: "http host not on this machine", key: "http.address", edit: func(_ *testing.T, cfg *Config) {
-			cfg.HTTP.Address = "192.0.2.1:8085" // TEST-NET-1, never assigned
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := nodeConfig(t)
-			tt.edit(t, &cfg)
-			before := listTree(t, filepath.Dir(cfg.BootIDFile))
-			report, err := CheckNode(cfg)
-			notChecked := report.NotChecked
-			if after := listTree(t, filepath.Dir(cfg.BootIDFile)); after != before {
-				t.Errorf("CheckNode changed the node:\nbefore:\n%s\nafter:\n%s", before, after)
-			}
-			if !strings.Contains(strings.Join(notChecked, "\n"), "plugins.drivers") {
-				t.Errorf("not checked %q: the plugins' start is not listed", notChecked)
-			}
-			if tt.key == "" {
-				if err != nil {
-					t.Fatalf("CheckNode: %v", err)
-				}
-				return
-			}
-			var ce *ConfigError
-			if !errors.As(err, &ce) || ce.Key != tt.key {
-				t.Fatalf("CheckNode error %v, want a *ConfigError naming %q", err, tt.key)
-			}
-			if tt.startKey == "" {
-				return
-			}
-			err = startOnly(t, cfg)
-			var se *ConfigError
-			switch {
-			case errors.As(err, &se):
-				if se.Key != tt.startKey {
-					t.Errorf("Start error %v names %q, want %q", err, se.Key, tt.startKey)
-				}
-			// Not in a path: the temporary directories are named after the test.
-			case !strings.Contains(strings.ReplaceAll(err.Error(), filepath.Dir(t.TempDir()), ""), tt.startKey):
-				t.Errorf("Start error %v does not name %q", err, tt.startKey)
-			}
-		})
-	}
-}
-
-// startOnly starts an agent on cfg and returns Start's error; the cases
-// that call it fail before any plugin would run.
-func startOnly(t *testing.T, cfg Config) error {
-	t.Helper()
-	a, err := New(cfg, Options{Logger: ktesting.NewLogger(t, ktesting.NewConfig()), PluginLogger: hclog.NewNullLogger()})
-	if err != nil {
-		return err
-	}
-	err = a.Start(context.Background())
-	if err == nil {
-		_ = a.Stop()
-		t.Fatal("Start accepted the configuration")
-	}
-	return err
-}
-
-// listTree lists every path under root with its mode, to see that nothing
-// was created or changed.
-func listTree(t *testing.T, root string) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		b.WriteString(fi.Mode().String() + " " + path + "\n")
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
 }
 
 // The error and the checks not made name the key and the path, and every
@@ -212,8 +64,8 @@ func TestCheckNodeReport(t *testing.T) {
 	}
 	report, err := CheckNode(cfg)
 	notChecked := report.NotChecked
-	if !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("error %v, want ErrInvalidConfig", err)
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("error %v, want ErrInvalid", err)
 	}
 	for _, want := range []string{`"stateDir"`, cfg.StateDir + " is not a directory", `"cdi.dir"`, cfg.CDI.Dir} {
 		if !strings.Contains(err.Error(), want) {
@@ -244,7 +96,7 @@ func TestCheckNodeNotWritable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := CheckNode(cfg)
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) || ce.Key != "stateDir" || !errors.Is(err, fs.ErrPermission) {
 		t.Fatalf("error %v, want stateDir not writable", err)
 	}
@@ -283,7 +135,7 @@ func TestCheckNodeFindings(t *testing.T) {
 			found: "kubelet.draManagerState: " + "CHECKPOINT does not exist, as expected standalone"},
 		{name: "standalone, sweep off, no kubelet checkpoint", edit: func(_ *testing.T, cfg *Config) { cfg.Cleanup.Interval = 0 }},
 		{name: "standalone, kubelet checkpoint", edit: func(t *testing.T, cfg *Config) {
-			writeDRAManagerState(t, cfg.Kubelet.DRAManagerState, nil)
+			writeEmptyDRAManagerState(t, cfg.Kubelet.DRAManagerState)
 		}},
 		{name: "kubelet checkpoint damaged", errKey: "kubelet.draManagerState", edit: func(t *testing.T, cfg *Config) {
 			mkfile(t, cfg.Kubelet.DRAManagerState, 0o600)
@@ -295,7 +147,7 @@ func TestCheckNodeFindings(t *testing.T) {
 		}},
 		{name: "cluster, kubelet checkpoint", edit: func(t *testing.T, cfg *Config) {
 			clusterMode(t, cfg)
-			writeDRAManagerState(t, cfg.Kubelet.DRAManagerState, nil)
+			writeEmptyDRAManagerState(t, cfg.Kubelet.DRAManagerState)
 		}},
 	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
@@ -305,12 +157,12 @@ func TestCheckNodeFindings(t *testing.T) {
 			cfg.Kubelet.DRAManagerState = filepath.Join(filepath.Dir(cfg.StateDir), "dra_manager_state")
 			tt.edit(t, &cfg)
 			report, err := CheckNode(cfg)
-			var ce *ConfigError
+			var ce *Error
 			switch {
 			case tt.errKey == "" && err != nil:
 				t.Fatalf("CheckNode: %v", err)
 			case tt.errKey != "" && (!errors.As(err, &ce) || ce.Key != tt.errKey):
-				t.Fatalf("CheckNode error %v, want a *ConfigError naming %q", err, tt.errKey)
+				t.Fatalf("CheckNode error %v, want a *Error naming %q", err, tt.errKey)
 			}
 			found := strings.ReplaceAll(strings.Join(report.Found, "\n"), cfg.Kubelet.DRAManagerState, "CHECKPOINT")
 			if tt.found != "" && !strings.Contains(found, tt.found) {
@@ -334,5 +186,82 @@ func clusterMode(t *testing.T, cfg *Config) {
 		"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {token: t}}]\n"
 	if err := os.WriteFile(cfg.Kubeconfig, []byte(kubeconfig), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// writeEmptyDRAManagerState writes a kubelet DRA checkpoint that lists no
+// claim, as a kubelet without prepared claims does.
+func writeEmptyDRAManagerState(t *testing.T, path string) {
+	t.Helper()
+	data := fmt.Sprintf(`{"kind":%q,"apiVersion":%q,"ClaimInfoStateList":null}`, kubeletcompat.DRACheckpointKind, kubeletcompat.DRACheckpointAPIVersion)
+	file, err := json.Marshal(map[string]any{"Data": data, "Checksum": crc32.ChecksumIEEE([]byte(data))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubeletcompat.ReadDRAManagerState(path); err != nil {
+		t.Fatalf("the kubelet checkpoint written does not read back: %v", err)
+	}
+}
+
+func TestCheckPluginBinaries(t *testing.T) {
+	dir := t.TempDir()
+	plugin, notExec := filepath.Join(dir, "plugin"), filepath.Join(dir, "not-exec")
+	const script = "#!/bin/sh\n"
+	if err := os.WriteFile(plugin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(notExec, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(script))
+	good := Driver{Name: "p", Path: plugin, SHA256: hex.EncodeToString(sum[:])}
+	valid := Default()
+	valid.Plugins.Drivers = []Driver{good}
+	with := func(f func(*Driver)) Config {
+		cfg := valid
+		d := good
+		f(&d)
+		cfg.Plugins.Drivers = []Driver{good, d}
+		return cfg
+	}
+	tests := []struct {
+		name        string
+		cfg         Config
+		wantWarning string
+		wantErr     []string
+	}{
+		{"all good", valid, "", nil},
+		{"wrong digest", with(func(d *Driver) { d.Name, d.SHA256 = "x", strings.Repeat("a", 64) }), "",
+			[]string{"plugins.drivers[1].sha256", `plugin "x"`, strings.Repeat("a", 64), good.SHA256}},
+		{"upper-case digest is the same digest", with(func(d *Driver) { d.Name, d.SHA256 = "x", strings.ToUpper(good.SHA256) }), "", nil},
+		{"missing binary is a warning", with(func(d *Driver) { d.Name, d.Path = "x", "/nonexistent/plugin" }),
+			"plugins.drivers[1].path: plugin \"x\": /nonexistent/plugin does not exist here", nil},
+		{"not executable", with(func(d *Driver) { d.Name, d.Path = "x", notExec }), "",
+			[]string{"plugins.drivers[1].path", notExec, "not executable"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			warnings, err := CheckPluginBinaries(tt.cfg)
+			if tt.wantWarning == "" && len(warnings) > 0 || tt.wantWarning != "" && (len(warnings) != 1 || !strings.Contains(warnings[0], tt.wantWarning)) {
+				t.Errorf("warnings %q, want %q", warnings, tt.wantWarning)
+			}
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Errorf("error %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v, want ErrInvalid", err)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"fmt"
@@ -101,7 +101,7 @@ func (s *setting[T]) setDefault(c *Config) { *s.field(c) = s.def() }
 func (s *setting[T]) decode(raw any, c *Config) error {
 	v, err := strictValue(reflect.ValueOf(raw), reflect.ValueOf(s.field(c)).Elem())
 	if err != nil {
-		return &ConfigError{Key: s.key, Reason: err.Error(), Err: err}
+		return &Error{Key: s.key, Reason: err.Error(), Err: err}
 	}
 	*s.field(c) = v.(T)
 	return nil
@@ -116,7 +116,7 @@ func (s *setting[T]) derive(c *Config) {
 func (s *setting[T]) validate(c Config) error {
 	if s.check != nil {
 		if err := s.check(*s.field(&c)); err != nil {
-			return &ConfigError{Key: s.key, Reason: err.Error()}
+			return &Error{Key: s.key, Reason: err.Error()}
 		}
 	}
 	if s.extra != nil {

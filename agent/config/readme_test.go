@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"flag"
@@ -7,10 +7,14 @@ import (
 	"testing"
 )
 
-var updateREADME = flag.Bool("update-readme", false, "rewrite README.md's table of configuration keys from configKeys (go generate)")
+var updateREADME = flag.Bool("update-readme", false, "rewrite agent/README.md's table of configuration keys from configKeys (go generate)")
+
+// readmePath is the agent's README, whose "Configuration" section holds the
+// table of keys an operator reads.
+const readmePath = "../README.md"
 
 const (
-	keyTableBegin = "<!-- The table of keys is made from configKeys (config_keys.go): edit there, then `go generate`. -->\n"
+	keyTableBegin = "<!-- The table of keys is made from configKeys (config/keys.go): edit there, then `go generate ./config`. -->\n"
 	keyTableEnd   = "<!-- End of the table of keys. -->\n"
 )
 
@@ -30,9 +34,9 @@ func keyTable() string {
 	return b.String()
 }
 
-// The README's table is the declarations' (go generate rewrites it).
+// The agent README's table is the declarations' (go generate rewrites it).
 func TestConfigKeyTableInREADME(t *testing.T) {
-	data, err := os.ReadFile("README.md")
+	data, err := os.ReadFile(readmePath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,17 +44,17 @@ func TestConfigKeyTableInREADME(t *testing.T) {
 	before, rest, ok := strings.Cut(readme, keyTableBegin)
 	table, after, ok2 := strings.Cut(rest, keyTableEnd)
 	if !ok || !ok2 {
-		t.Fatalf("README.md has no table of keys between %q and %q", keyTableBegin, keyTableEnd)
+		t.Fatalf("%s has no table of keys between %q and %q", readmePath, keyTableBegin, keyTableEnd)
 	}
 	want := keyTable()
 	if *updateREADME {
-		if err := os.WriteFile("README.md", []byte(before+keyTableBegin+want+keyTableEnd+after), 0o644); err != nil {
+		if err := os.WriteFile(readmePath, []byte(before+keyTableBegin+want+keyTableEnd+after), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
 	if table != want {
-		t.Errorf("README.md's table of keys is not configKeys': run `go generate` in agent/.\nREADME:\n%s\nconfigKeys:\n%s", table, want)
+		t.Errorf("%s's table of keys is not configKeys': run `go generate ./config` in agent/.\nREADME:\n%s\nconfigKeys:\n%s", readmePath, table, want)
 	}
 }
 
@@ -59,8 +63,8 @@ func TestConfigKeyTableInREADME(t *testing.T) {
 // help text.
 func TestConfigKeysDeclared(t *testing.T) {
 	names, flags := map[string]bool{}, map[string]bool{}
-	def := DefaultConfig()
-	def.Plugins.Drivers = []DriverConfig{{Name: "p", Path: "/p", SHA256: strings.Repeat("ab", 32)}}
+	def := Default()
+	def.Plugins.Drivers = []Driver{{Name: "p", Path: "/p", SHA256: strings.Repeat("ab", 32)}}
 	for _, k := range configKeys {
 		lower := strings.ToLower(k.name())
 		if names[lower] || (k.flagName() != "" && flags[k.flagName()]) {

@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"github.com/spf13/pflag"
@@ -6,7 +6,7 @@ import (
 
 // AddFlags registers one flag per key that is not a list, plus --config.
 // --help shows each flag's type and default; the value is kept as written
-// and parsed by LoadConfig like the file's values, so an error names the
+// and parsed by Load like the file's values, so an error names the
 // key the same way whatever the source.
 func AddFlags(fs *pflag.FlagSet) {
 	fs.String("config", "", "YAML configuration file (or DRANODE_CONFIG)")

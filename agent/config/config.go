@@ -1,29 +1,28 @@
-package agent
+package config
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 )
-
-// claimRecordDir is the claim record's directory in stateDir.
-const claimRecordDir = "claims.record"
 
 // EnvPrefix is the prefix of environment variables that set configuration
 // keys: the key upper-cased with dots replaced by underscores, e.g.
 // DRANODE_NODENAME, DRANODE_KUBELET_REGISTRYDIR, DRANODE_SLICES_SYNCDELAY.
 const EnvPrefix = "DRANODE"
 
-// ErrInvalidConfig is matched (errors.Is) by every configuration error; the
-// error is a *ConfigError naming the key.
-var ErrInvalidConfig = errors.New("invalid agent configuration")
+// ErrInvalid is matched (errors.Is) by every configuration error; the
+// error is an *Error naming the key.
+var ErrInvalid = errors.New("invalid agent configuration")
 
-// ConfigError names the configuration key that is wrong and why.
-type ConfigError struct {
+// Error names the configuration key that is wrong and why.
+type Error struct {
 	Key    string
 	Reason string
 	// Err is the underlying error, if any (a *fs.PathError for a path the
@@ -32,15 +31,15 @@ type ConfigError struct {
 	Err error
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("configuration key %q: %s", e.Key, e.Reason)
 }
 
-// Is makes errors.Is(err, ErrInvalidConfig) match.
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// Is makes errors.Is(err, ErrInvalid) match.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
 // Unwrap returns Err.
-func (e *ConfigError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
 // Config is the agent's configuration. Its keys (in files, flags and
 // environment variables) are declared in configKeys, each with its default
@@ -52,29 +51,32 @@ type Config struct {
 	// Kubeconfig selects cluster mode with this file. Empty: in-cluster
 	// configuration when running in a pod, standalone mode otherwise.
 	Kubeconfig string
-	// StateDir holds the claim record (StateDir/claims.record) and, in
-	// standalone mode, the dry-run slices.
+	// StateDir holds the claim record (ClaimRecordDir) and, in standalone
+	// mode, the dry-run slices.
 	StateDir string
 	// BootIDFile identifies the boot; a different content means the node
 	// rebooted and every recorded claim must be prepared again.
 	BootIDFile string
-	Kubelet    KubeletConfig
-	CDI        CDIConfig
-	Plugins    PluginsConfig
-	Slices     SlicesConfig
-	Claims     ClaimsConfig
-	HTTP       HTTPConfig
-	Cleanup    CleanupConfig
+	Kubelet    Kubelet
+	CDI        CDI
+	Plugins    Plugins
+	Slices     Slices
+	Claims     Claims
+	HTTP       HTTP
+	Cleanup    Cleanup
 	// ShutdownTimeout bounds the wait for calls in flight on SIGTERM.
 	ShutdownTimeout time.Duration
 	// MemoryLimit is the Go runtime's soft memory limit for the agent
 	// process, a quantity ("40Mi"); "0" leaves the runtime's own setting
-	// (the GOMEMLIMIT variable, or none). See ApplyMemoryLimit.
+	// (the GOMEMLIMIT variable, or none). The agent package's ApplyMemoryLimit
+	// sets it.
 	MemoryLimit string
 }
 
-// KubeletConfig are the kubelet's plugin directories (under its --root-dir).
-type KubeletConfig struct {
+// Kubelet is where the kubelet's plugin directories and its DRA checkpoint
+// are (under its --root-dir), and this instance's name among the agents of
+// one node.
+type Kubelet struct {
 	// RegistryDir gets one registration socket per driver,
 	// "<driver>-reg.sock".
 	RegistryDir string
@@ -85,7 +87,7 @@ type KubeletConfig struct {
 	// only reads it: to reconcile a damaged record (a claim whose last
 	// state the damage hid is kept while the kubelet lists it; a missing
 	// file is read as "the kubelet lists nothing"), and to find leftover
-	// claims (see CleanupConfig; a missing file stops the sweep).
+	// claims (see Cleanup; a missing file stops the sweep).
 	DRAManagerState string
 	// InstanceID names this agent instance among the instances of one
 	// node during a rolling (maxSurge) upgrade: the pod UID, from the
@@ -100,18 +102,18 @@ type KubeletConfig struct {
 	HandoverTimeout time.Duration
 }
 
-// CDIConfig is where the container runtime loads CDI specs from.
-type CDIConfig struct {
+// CDI is where the container runtime loads CDI specs from.
+type CDI struct {
 	Dir string
 }
 
-// PluginsConfig lists the driver plugins to run.
-type PluginsConfig struct {
-	Drivers []DriverConfig
+// Plugins lists the driver plugins to run.
+type Plugins struct {
+	Drivers []Driver
 }
 
-// DriverConfig is one driver plugin binary.
-type DriverConfig struct {
+// Driver is one driver plugin binary.
+type Driver struct {
 	// Name identifies the plugin in logs and metrics; default: the binary's
 	// base name. (The DRA driver name comes from the plugin itself.)
 	Name string `mapstructure:"name" json:"name,omitempty"`
@@ -125,8 +127,8 @@ type DriverConfig struct {
 	Config map[string]any `mapstructure:"config" json:"config,omitempty"`
 }
 
-// SlicesConfig tunes ResourceSlice publishing.
-type SlicesConfig struct {
+// Slices tunes ResourceSlice publishing.
+type Slices struct {
 	// SyncDelay coalesces inventory changes and slice events (a deleted
 	// slice is put back after at most this delay plus one write).
 	SyncDelay time.Duration
@@ -142,8 +144,8 @@ type SlicesConfig struct {
 	UnhealthyTaintEffect string
 }
 
-// ClaimsConfig is where ResourceClaims are read from.
-type ClaimsConfig struct {
+// Claims is where ResourceClaims are read from.
+type Claims struct {
 	// Dir holds ResourceClaim YAML files in standalone mode; default
 	// StateDir/claims.
 	Dir string
@@ -156,13 +158,13 @@ type ClaimsConfig struct {
 	Burst int
 }
 
-// CleanupConfig tunes the sweep of leftover claims: recorded claims that
+// Cleanup tunes the sweep of leftover claims: recorded claims that
 // the kubelet's DRA checkpoint (kubelet.draManagerState) does not list and
 // whose ResourceClaim is deleted, recreated under another UID or reserved
 // for no pod. They are unprepared through their plugins and removed once
 // they have been leftovers for GracePeriod. A claim the kubelet lists is
 // never touched; when its checkpoint cannot be read, nothing is.
-type CleanupConfig struct {
+type Cleanup struct {
 	// Interval between sweeps (the first runs at start); "0s" disables
 	// the sweep.
 	Interval time.Duration
@@ -172,8 +174,8 @@ type CleanupConfig struct {
 	GracePeriod time.Duration
 }
 
-// HTTPConfig is the operations endpoint: /metrics, /healthz, /readyz.
-type HTTPConfig struct {
+// HTTP is the operations endpoint: /metrics, /healthz, /readyz.
+type HTTP struct {
 	// Address to listen on ("host:port"); empty disables the endpoint.
 	Address string
 	// Pprof also serves Go's profiles under /debug/pprof/ (heap,
@@ -182,8 +184,8 @@ type HTTPConfig struct {
 	Pprof bool
 }
 
-// DefaultConfig returns the defaults (DESIGN.md, "Files on the node").
-func DefaultConfig() Config {
+// Default returns the defaults (DESIGN.md, "Files on the node").
+func Default() Config {
 	var c Config
 	for _, k := range configKeys {
 		k.setDefault(&c)
@@ -200,6 +202,10 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// ClaimRecordDir is the claim record's directory: "claims.record" in
+// StateDir.
+func (c Config) ClaimRecordDir() string { return filepath.Join(c.StateDir, "claims.record") }
 
 // YAML returns the configuration in the file format, for `config print`.
 func (c Config) YAML() ([]byte, error) {
@@ -220,4 +226,30 @@ func (c Config) YAML() ([]byte, error) {
 		return nil, err
 	}
 	return yaml.JSONToYAML(data)
+}
+
+// DefaultMemoryLimit is memoryLimit's default (see Config.MemoryLimit).
+const DefaultMemoryLimit = "32Mi"
+
+// minMemoryLimit keeps a typo ("40Ki") from making the garbage collector
+// run all the time: the agent's live heap alone is several MiB.
+const minMemoryLimit = 16 << 20
+
+// MemoryLimitBytes parses MemoryLimit: 0 means no limit of the agent's own.
+func (c Config) MemoryLimitBytes() (int64, error) {
+	if c.MemoryLimit == "" || c.MemoryLimit == "0" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(c.MemoryLimit)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a quantity such as \"40Mi\": %v", c.MemoryLimit, err)
+	}
+	n, ok := q.AsInt64()
+	if !ok || n < 0 {
+		return 0, fmt.Errorf("%q is not a byte count", c.MemoryLimit)
+	}
+	if n != 0 && n < minMemoryLimit {
+		return 0, fmt.Errorf("%q is below the minimum of 16Mi (0 disables the limit)", c.MemoryLimit)
+	}
+	return n, nil
 }

@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"bytes"
@@ -14,14 +14,14 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// LoadConfig merges, highest first: flags that were set, DRANODE_
+// Load merges, highest first: flags that were set, DRANODE_
 // environment variables, the file named by --config (if any), and the
 // defaults. Unknown keys in the file (named as the file spells them) and
 // invalid values (quoted) are *ConfigErrors naming the key. A value is read
 // the same from every source and never guessed at: a duration needs a unit
 // ("30" is refused, not 30ns), a list key needs a list. fs may be nil (no
 // flags); environ is os.Environ()-shaped.
-func LoadConfig(fs *pflag.FlagSet, environ []string) (Config, error) {
+func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 	v := viper.New()
 	env := map[string]string{}
 	for _, kv := range environ {
@@ -46,10 +46,10 @@ func LoadConfig(fs *pflag.FlagSet, environ []string) (Config, error) {
 	if fs != nil {
 		setFlags(v, fs)
 	}
-	cfg := DefaultConfig()
+	cfg := Default()
 	for _, k := range configKeys {
 		// Viper is given no defaults: a key no source sets (or the file
-		// sets to null) keeps DefaultConfig's value, already of its type.
+		// sets to null) keeps Default's value, already of its type.
 		if raw := v.Get(k.name()); raw != nil {
 			if err := k.decode(raw, &cfg); err != nil {
 				return Config{}, err
@@ -82,24 +82,24 @@ func readConfigFile(v *viper.Viper, file string) (doc any, err error) {
 	}
 	raw, err := os.ReadFile(file)
 	if err != nil {
-		return nil, &ConfigError{Key: "config", Reason: err.Error(), Err: err}
+		return nil, &Error{Key: "config", Reason: err.Error(), Err: err}
 	}
 	v.SetConfigType("yaml")
 	if err := v.ReadConfig(bytes.NewReader(raw)); err != nil {
-		return nil, &ConfigError{Key: "config", Reason: fmt.Sprintf("%s: %v", file, err), Err: err}
+		return nil, &Error{Key: "config", Reason: fmt.Sprintf("%s: %v", file, err), Err: err}
 	}
 	if doc, err = fileDocument(raw); err != nil {
-		return nil, &ConfigError{Key: "config", Reason: fmt.Sprintf("%s: %v", file, err), Err: err}
+		return nil, &Error{Key: "config", Reason: fmt.Sprintf("%s: %v", file, err), Err: err}
 	}
 	var w fileWalk
 	w.section(doc, "", "")
 	if len(w.unknown) > 0 {
 		slices.Sort(w.unknown)
-		return nil, &ConfigError{Key: strings.Join(w.unknown, ", "), Reason: fmt.Sprintf("unknown key in %s (keys are matched without case)", file)}
+		return nil, &Error{Key: strings.Join(w.unknown, ", "), Reason: fmt.Sprintf("unknown key in %s (keys are matched without case)", file)}
 	}
 	if len(w.twice) > 0 {
 		slices.SortFunc(w.twice, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
-		return nil, &ConfigError{Key: w.twice[0][0], Reason: fmt.Sprintf("written twice in %s, as %q and %q (keys are matched without case)", file, w.twice[0][0], w.twice[0][1])}
+		return nil, &Error{Key: w.twice[0][0], Reason: fmt.Sprintf("written twice in %s, as %q and %q (keys are matched without case)", file, w.twice[0][0], w.twice[0][1])}
 	}
 	if w.shape != nil {
 		return nil, w.shape
@@ -122,7 +122,7 @@ func setEnvironment(v *viper.Viper, env map[string]string) error {
 			}
 		}
 		if key == nil {
-			return &ConfigError{Key: name, Reason: "unknown environment variable (keys are DRANODE_ + the key upper-cased, dots as underscores)"}
+			return &Error{Key: name, Reason: "unknown environment variable (keys are DRANODE_ + the key upper-cased, dots as underscores)"}
 		}
 		v.Set(key.name(), val)
 	}
@@ -159,7 +159,7 @@ func fileDocument(raw []byte) (any, error) {
 type fileWalk struct {
 	unknown []string
 	twice   [][2]string
-	shape   *ConfigError
+	shape   *Error
 }
 
 // section walks mapping doc, the section whose declared name is prefix
@@ -170,7 +170,7 @@ func (w *fileWalk) section(doc any, prefix, path string) {
 	if !ok {
 		if doc != nil && w.shape == nil {
 			name := strings.TrimSuffix(path, ".")
-			w.shape = &ConfigError{Key: name, Reason: fmt.Sprintf("must be a mapping of keys to values, got %s", describe(reflect.ValueOf(doc)))}
+			w.shape = &Error{Key: name, Reason: fmt.Sprintf("must be a mapping of keys to values, got %s", describe(reflect.ValueOf(doc)))}
 		}
 		return
 	}
@@ -202,7 +202,7 @@ func (w *fileWalk) section(doc any, prefix, path string) {
 	}
 }
 
-// driver walks one entry of plugins.drivers against DriverConfig's fields.
+// driver walks one entry of plugins.drivers against Driver's fields.
 // A driver's own section is the driver's: its keys are not looked at. A
 // value of the wrong shape is left for the decoder to report.
 func (w *fileWalk) driver(doc any, path string) {
@@ -210,7 +210,7 @@ func (w *fileWalk) driver(doc any, path string) {
 	if !ok {
 		return
 	}
-	t := reflect.TypeFor[DriverConfig]()
+	t := reflect.TypeFor[Driver]()
 	seen := map[string]string{}
 	for k := range m {
 		if other, dup := seen[strings.ToLower(k)]; dup {
@@ -258,7 +258,7 @@ func restoreDriverSections(doc any, cfg *Config) error {
 		}
 		m, ok := section.(map[string]any)
 		if !ok {
-			return &ConfigError{Key: fmt.Sprintf("plugins.drivers[%d].config", i), Reason: fmt.Sprintf("must be a mapping, got %s", describe(reflect.ValueOf(section)))}
+			return &Error{Key: fmt.Sprintf("plugins.drivers[%d].config", i), Reason: fmt.Sprintf("must be a mapping, got %s", describe(reflect.ValueOf(section)))}
 		}
 		cfg.Plugins.Drivers[i].Config = m
 	}

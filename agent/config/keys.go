@@ -1,4 +1,4 @@
-package agent
+package config
 
 //go:generate go test -run ^TestConfigKeyTableInREADME$ -update-readme .
 
@@ -93,7 +93,7 @@ var configKeys = []configKey{
 		def:      func() string { return DefaultMemoryLimit }, field: func(c *Config) *string { return &c.MemoryLimit },
 		extra: func(c Config) error {
 			if _, err := c.MemoryLimitBytes(); err != nil {
-				return &ConfigError{Key: "memoryLimit", Reason: err.Error()}
+				return &Error{Key: "memoryLimit", Reason: err.Error()}
 			}
 			return nil
 		}},
@@ -141,7 +141,7 @@ func failIf(bad bool, format string, args ...any) error {
 }
 
 func checkInstanceID(id string) error {
-	return failIf(id != "" && !validInstanceID(id),
+	return failIf(id != "" && !ValidInstanceID(id),
 		"%q: only letters, digits, '-', '_' and '.', at most 63 characters (a pod UID fits)", id)
 }
 

@@ -1,4 +1,4 @@
-package agent_test
+package config_test
 
 import (
 	"errors"
@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/dranode/dranode/agent"
+	"github.com/spf13/pflag"
+
+	"github.com/dranode/dranode/agent/config"
 )
 
 // CheckNode finds what the agent would refuse on this machine (here: a
@@ -28,7 +30,7 @@ contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 `), 0o600)
 
-	cfg := agent.DefaultConfig()
+	cfg := config.Default()
 	cfg.NodeName = "node-a"
 	cfg.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	cfg.BootIDFile = filepath.Join(dir, "boot_id")
@@ -43,10 +45,10 @@ current-context: c
 	defer held.Close()
 	cfg.HTTP.Address = held.Addr().String()
 	_, port, _ := net.SplitHostPort(cfg.HTTP.Address)
-	cfg.Plugins.Drivers = []agent.DriverConfig{{Name: "gpu", Path: "/opt/dranode/gpu-plugin", SHA256: strings.Repeat("ab", 32)}}
+	cfg.Plugins.Drivers = []config.Driver{{Name: "gpu", Path: "/opt/dranode/gpu-plugin", SHA256: strings.Repeat("ab", 32)}}
 
-	report, err := agent.CheckNode(cfg)
-	var ce *agent.ConfigError
+	report, err := config.CheckNode(cfg)
+	var ce *config.Error
 	if errors.As(err, &ce) {
 		fmt.Println("refused:", ce.Key)
 	}
@@ -64,4 +66,35 @@ current-context: c
 	// found: http.address: port PORT is in use now: the agent cannot start while it is (an agent running now would hold it)
 	// not checked: kubeconfig
 	// not checked: plugins.drivers
+}
+
+// Load merges a file, DRANODE_ environment variables and flags; the
+// flag wins over the environment, which wins over the file.
+func ExampleLoad() {
+	dir, _ := os.MkdirTemp("", "agent-example-")
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "agent.yaml")
+	_ = os.WriteFile(file, []byte(`
+nodeName: from-file
+kubelet:
+  registryDir: /var/lib/k8s/plugins_registry
+plugins:
+  drivers:
+    - path: /opt/dranode/plugins/gpu-plugin
+      sha256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+`), 0o644)
+
+	fs := pflag.NewFlagSet("dranode-agent", pflag.ContinueOnError)
+	config.AddFlags(fs)
+	_ = fs.Parse([]string{"--config", file, "--cdi-dir", "/run/cdi"})
+	cfg, err := config.Load(fs, []string{"DRANODE_NODENAME=from-env"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cfg.NodeName, cfg.CDI.Dir, cfg.StateDir)
+	fmt.Println(cfg.Kubelet.RegistryDir, cfg.Plugins.Drivers[0].Name)
+	// Output:
+	// from-env /run/cdi /var/lib/dranode
+	// /var/lib/k8s/plugins_registry gpu-plugin
 }
