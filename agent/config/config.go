@@ -42,8 +42,8 @@ func (e *Error) Is(target error) bool { return target == ErrInvalid }
 func (e *Error) Unwrap() error { return e.Err }
 
 // Config is the agent's configuration. Its keys (in files, flags and
-// environment variables) are declared in configKeys, each with its default
-// and checks; the README's table of keys is made from them.
+// environment variables) are declared in one table (keys.go), each with its
+// default and checks; the agent README's table of keys is made from it.
 type Config struct {
 	// NodeName is the Kubernetes node this agent serves; default: the host
 	// name.
