@@ -68,8 +68,8 @@ type Options struct {
 //   - the sweeper (sweep.go) and the reconciliation at start (reconcile.go);
 //   - the driver set (drivers.go, refuse.go): the plugins and the drivers
 //     they serve;
-//   - the claim sources (claims.go, apiclient.go, connect.go): where
-//     ResourceClaims come from, the API client and the choice of mode;
+//   - the connections (connect.go, apiclient.go, claims.go): cluster or
+//     standalone mode, the API client, where ResourceClaims come from;
 //   - the operations endpoint (ops.go, memory.go, metrics.go): metrics,
 //     health, readiness, profiles and the memory limit.
 //
