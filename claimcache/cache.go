@@ -32,8 +32,10 @@ type Cache struct {
 	closed bool // guarded by life
 
 	mu      sync.RWMutex
-	entries map[string]*record // by UID; the durable state; records are never modified in place
-	byName  map[string]string  // namespace/name → UID
+	entries map[string]*record     // by UID; the durable state; records are never modified in place
+	byName  map[string]string      // namespace/name → UID
+	holders map[deviceKey][]holder // who holds each device: entries and holds (hold.go)
+	holds   map[string][]*Hold     // unreleased Holds by claim UID
 }
 
 // RestoreReport says what Open found.
@@ -120,6 +122,8 @@ func Open(dir, bootID string, opts ...Option) (*Cache, *RestoreReport, error) {
 		bootID:  bootID,
 		entries: make(map[string]*record),
 		byName:  make(map[string]string),
+		holders: make(map[deviceKey][]holder),
+		holds:   make(map[string][]*Hold),
 	}
 	report := &RestoreReport{}
 	for key, r := range j.Snapshot() {
@@ -141,6 +145,7 @@ func Open(dir, bootID string, opts ...Option) (*Cache, *RestoreReport, error) {
 		}
 	}
 	for _, r := range c.entries {
+		c.indexLocked(r) // no other goroutine has the Cache yet
 		e := r.entry(bootID)
 		if e.Stale {
 			report.RebootDetected = true
@@ -256,13 +261,18 @@ func (c *Cache) List() []Entry {
 }
 
 func sortEntries(es []Entry) {
-	slices.SortFunc(es, func(a, b Entry) int {
-		return cmp.Or(cmp.Compare(a.Claim.Namespace, b.Claim.Namespace), cmp.Compare(a.Claim.Name, b.Claim.Name), cmp.Compare(a.Claim.UID, b.Claim.UID))
-	})
+	slices.SortFunc(es, func(a, b Entry) int { return compareRefs(a.Claim, b.Claim) })
+}
+
+// compareRefs orders claims by namespace, name and UID.
+func compareRefs(a, b ClaimRef) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
 }
 
 // StartPrepare durably records that the claim is about to be prepared in
-// the current boot, with podUID (if not empty) among its pods. It is allowed
+// the current boot, with podUID (if not empty) among its pods and the
+// devices of the claim's unreleased Holds, so that they stay held if the
+// process dies before the claim is prepared or unprepared. It is allowed
 // for a new claim, for one left in PrepareStarted (a retry), and for a Stale
 // Prepared claim (the node rebooted: prepare again). Devices recorded before
 // are kept until FinishPrepare replaces them, so a failed prepare can still be
@@ -279,10 +289,16 @@ func (c *Cache) StartPrepare(ref ClaimRef, podUID string) (Entry, error) {
 		if err := c.checkName(ref, cur); err != nil {
 			return nil, err
 		}
+		c.mu.RLock()
+		held := c.heldDevicesLocked(ref)
+		c.mu.RUnlock()
 		if cur == nil {
 			next := &record{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, State: PrepareStarted, BootID: c.bootID}
 			if podUID != "" {
 				next.addPod(podUID)
+			}
+			if held != nil {
+				next.merge(held)
 			}
 			return next, nil
 		}
@@ -298,6 +314,9 @@ func (c *Cache) StartPrepare(ref ClaimRef, podUID string) (Entry, error) {
 		next.Uncertain = "" // being prepared now, keeping every device it may hold
 		if podUID != "" {
 			next.addPod(podUID)
+		}
+		if held != nil {
+			next.merge(held)
 		}
 		return next, nil
 	})
@@ -544,12 +563,16 @@ func (c *Cache) change(uid string, op Op, decide func(cur *record) (next *record
 	}
 
 	c.mu.Lock()
+	if cur != nil {
+		c.unindexLocked(cur)
+	}
 	if next == nil {
 		delete(c.entries, uid)
 		delete(c.byName, cur.ref().nameKey())
 	} else {
 		c.entries[uid] = next
 		c.byName[next.ref().nameKey()] = uid
+		c.indexLocked(next)
 	}
 	c.mu.Unlock()
 	if next == nil {
@@ -637,6 +660,7 @@ func (c *Cache) DropGone(exists func(ClaimRef) (bool, error)) ([]Entry, error) {
 	for i, r := range drop {
 		delete(c.entries, r.UID)
 		delete(c.byName, r.ref().nameKey())
+		c.unindexLocked(r)
 		out[i] = r.entry(c.bootID)
 	}
 	c.mu.Unlock()

@@ -37,7 +37,10 @@ func TestDecodeEntryAgreesWithOpen(t *testing.T) {
 	if _, err := c.StartPrepare(a, "pod-1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.FinishPrepare(a.UID, map[string][]Device{"gpu.example.com": {{Pool: "p", Device: "gpu-0", CDIDeviceIDs: []string{"example.com/gpu=gpu-0"}}}}); err != nil {
+	if _, err := c.FinishPrepare(a.UID, map[string][]Device{"gpu.example.com": {
+		{Pool: "p", Device: "gpu-0", CDIDeviceIDs: []string{"example.com/gpu=gpu-0"}},
+		{Pool: "p", Device: "gpu-2", AdminAccess: true, CDIDeviceIDs: []string{"example.com/gpu=gpu-2"}},
+	}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.RecordUncertain(b, map[string][]Device{"gpu.example.com": {{Pool: "p", Device: "gpu-1"}}}, "lost in a test"); err != nil {

@@ -229,3 +229,54 @@ func ExampleOpen_damage() {
 	// a PrepareStarted 1 device(s)
 	// c PrepareStarted 0 device(s)
 }
+
+// A driver's prepare holds the devices the claim's allocation names before
+// it touches them: a device another claim still holds is refused, naming
+// that claim, until it is unprepared.
+func ExampleCache_Hold() {
+	dir, _ := os.MkdirTemp("", "claimcache-example")
+	defer os.RemoveAll(dir)
+	cache, _, err := claimcache.Open(dir, "boot-1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cache.Close()
+	gpu0 := map[string][]claimcache.Device{"gpu.example.com": {{Pool: "node-a", Device: "gpu-0", Requests: []string{"gpu"}}}}
+	// shareable: the devices the driver publishes with allowMultipleAllocations.
+	shareable := func(driver, pool, device string) bool { return false }
+
+	prepare := func(claim claimcache.ClaimRef) error {
+		hold, err := cache.Hold(claim, gpu0, shareable)
+		if err != nil {
+			return err // a *claimcache.DeviceInUseError: the kubelet retries
+		}
+		defer hold.Release() // the record holds the devices from StartPrepare on
+		if _, err := cache.StartPrepare(claim, ""); err != nil {
+			return err
+		}
+		// ... the driver prepares the devices ...
+		_, err = cache.FinishPrepare(claim.UID, gpu0)
+		return err
+	}
+	old := claimcache.ClaimRef{Namespace: "ml", Name: "old", UID: "1111"}
+	next := claimcache.ClaimRef{Namespace: "ml", Name: "next", UID: "2222"}
+	if err := prepare(old); err != nil {
+		log.Fatal(err)
+	}
+	err = prepare(next)
+	fmt.Println(errors.Is(err, claimcache.ErrDeviceInUse))
+	fmt.Println(err)
+
+	// The old claim is unprepared: the kubelet's retry succeeds.
+	if _, err := cache.StartUnprepare(old.UID); err != nil {
+		log.Fatal(err)
+	}
+	if err := cache.Remove(old.UID); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(prepare(next))
+	// Output:
+	// true
+	// device gpu.example.com/node-a/gpu-0 is in use by claim ml/old (uid 1111, prepared): claim ml/next (uid 2222) gets it once that claim is unprepared
+	// <nil>
+}

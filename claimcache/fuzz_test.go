@@ -76,6 +76,7 @@ func FuzzRestoreRecord(f *testing.F) {
 	f.Add([]byte(`{"namespace":"n","name":"c","uid":"u","state":"Prepared","bootID":"b","podUIDs":["p"],"drivers":[{"driver":"d","devices":[{"pool":"p","device":"x","cdiDeviceIDs":["v.com/c=x"]}]}]}`))
 	f.Add([]byte(`{"namespace":"n","name":"c","uid":"u","state":"Bogus","bootID":"b"}`))
 	f.Add([]byte(`{"namespace":"n","name":"c","uid":"u","state":"PrepareStarted","bootID":"b","podUIDs":["b","a"]}`))
+	f.Add([]byte(`{"namespace":"n","name":"c","uid":"u","state":"Prepared","bootID":"b","drivers":[{"driver":"d","devices":[{"pool":"p","device":"x","shareID":"s1"},{"pool":"p","device":"x","shareID":"s2"},{"pool":"p","device":"y","adminAccess":true}]}]}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var r record
 		if json.Unmarshal(in, &r) != nil || r.check("u") != nil {
@@ -110,6 +111,7 @@ func FuzzRecoverClaims(f *testing.F) {
 	f.Add([]byte(`{"namespace":"n","name":"a","uid":"u1","state":"Prepared","bootID":"b"}`))
 	f.Add([]byte(`{"namespace":"n","name":"b","uid":"u0","state":"PrepareStarted","bootID":"b"}`))
 	f.Add([]byte(`{"namespace":"n","name":"b","uid":"u1","state":"Prepared","bootID":"b","uncertain":"x"}`))
+	f.Add([]byte(`{"namespace":"n","name":"b","uid":"u1","state":"UnprepareStarted","bootID":"b","drivers":[{"driver":"d","devices":[{"pool":"p","device":"ua","adminAccess":true},{"pool":"p","device":"u2"}]}]}`))
 	f.Add([]byte(`"just a string"`))
 	f.Fuzz(func(t *testing.T, value []byte) {
 		if !json.Valid(value) {
@@ -163,6 +165,16 @@ func FuzzRecoverClaims(f *testing.F) {
 		defer c.Close()
 		if again := c.List(); !reflect.DeepEqual(first, again) {
 			t.Fatalf("reopen changed %+v into %+v", first, again)
+		}
+		// Every device an entry names without admin access is held by it.
+		for _, e := range first {
+			for driver, devs := range e.Drivers {
+				for _, d := range devs {
+					if holders := c.Holders(driver, d.Pool, d.Device); !d.AdminAccess && !slices.Contains(holders, e.Claim) {
+						t.Fatalf("device %s/%s/%s of %v held by %v only", driver, d.Pool, d.Device, e.Claim, holders)
+					}
+				}
+			}
 		}
 	})
 }

@@ -77,6 +77,12 @@ type deviceRecord struct {
 	Requests     []string `json:"requests,omitempty"`
 	ShareID      string   `json:"shareID,omitempty"`
 	CDIDeviceIDs []string `json:"cdiDeviceIDs,omitempty"`
+	// AdminAccess was added to format 1 without a new version, as
+	// Uncertain was: a release that does not know it reads the device as
+	// held by the claim (the conservative reading, and releases before it
+	// held no device at all), and drops it when it rewrites the entry, which
+	// leaves the device held until the claim is unprepared.
+	AdminAccess bool `json:"adminAccess,omitempty"`
 }
 
 func (r *record) ref() ClaimRef { return ClaimRef{Namespace: r.Namespace, Name: r.Name, UID: r.UID} }
@@ -131,6 +137,7 @@ func (r *record) setDrivers(drivers map[string][]Device) {
 				Requests:     slices.Clone(d.Requests),
 				ShareID:      d.ShareID,
 				CDIDeviceIDs: slices.Clone(d.CDIDeviceIDs),
+				AdminAccess:  d.AdminAccess,
 			}
 		}
 		r.Drivers = append(r.Drivers, dr)
@@ -159,6 +166,7 @@ func (r *record) entry(currentBoot string) Entry {
 					Requests:     slices.Clone(dev.Requests),
 					ShareID:      dev.ShareID,
 					CDIDeviceIDs: slices.Clone(dev.CDIDeviceIDs),
+					AdminAccess:  dev.AdminAccess,
 				}
 			}
 			e.Drivers[d.Driver] = devs
@@ -175,7 +183,7 @@ func (r *record) equal(o *record) bool {
 		slices.Equal(r.PodUIDs, o.PodUIDs) &&
 		slices.EqualFunc(r.Drivers, o.Drivers, func(a, b driverRecord) bool {
 			return a.Driver == b.Driver && slices.EqualFunc(a.Devices, b.Devices, func(x, y deviceRecord) bool {
-				return x.Pool == y.Pool && x.Device == y.Device && x.ShareID == y.ShareID &&
+				return x.Pool == y.Pool && x.Device == y.Device && x.ShareID == y.ShareID && x.AdminAccess == y.AdminAccess &&
 					slices.Equal(x.Requests, y.Requests) && slices.Equal(x.CDIDeviceIDs, y.CDIDeviceIDs)
 			})
 		})

@@ -173,7 +173,8 @@ func (c *Cache) recoverFrom(rec *checkpoint.Recovery[record]) (*Damage, error) {
 	return d, nil
 }
 
-// merge adds o's pods and devices (by driver, pool and device) to r.
+// merge adds o's pods and devices (by driver, pool, device and share ID)
+// to r.
 func (r *record) merge(o *record) {
 	for _, p := range o.PodUIDs {
 		r.addPod(p)
@@ -184,11 +185,7 @@ func (r *record) merge(o *record) {
 			r.Drivers = slices.Insert(r.Drivers, i, driverRecord{Driver: od.Driver})
 		}
 		for _, dev := range od.Devices {
-			if !slices.ContainsFunc(r.Drivers[i].Devices, func(x deviceRecord) bool { return x.Pool == dev.Pool && x.Device == dev.Device }) {
-				dev.Requests = slices.Clone(dev.Requests)
-				dev.CDIDeviceIDs = slices.Clone(dev.CDIDeviceIDs)
-				r.Drivers[i].Devices = append(r.Drivers[i].Devices, dev)
-			}
+			r.Drivers[i].Devices = mergeDevice(r.Drivers[i].Devices, dev)
 		}
 	}
 }
@@ -372,4 +369,20 @@ func holdsAll(e Entry, drivers map[string][]Device) bool {
 		}
 	}
 	return true
+}
+
+// mergeDevice adds dev to devs unless they name it already (pool, device,
+// share ID); a device named both with and without admin access is kept
+// without, so that it stays held.
+func mergeDevice(devs []deviceRecord, dev deviceRecord) []deviceRecord {
+	i := slices.IndexFunc(devs, func(x deviceRecord) bool {
+		return x.Pool == dev.Pool && x.Device == dev.Device && x.ShareID == dev.ShareID
+	})
+	if i >= 0 {
+		devs[i].AdminAccess = devs[i].AdminAccess && dev.AdminAccess
+		return devs
+	}
+	dev.Requests = slices.Clone(dev.Requests)
+	dev.CDIDeviceIDs = slices.Clone(dev.CDIDeviceIDs)
+	return append(devs, dev)
 }

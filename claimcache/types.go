@@ -64,6 +64,10 @@ type Device struct {
 	Requests     []string // the claim's request names this device satisfies
 	ShareID      string   // set when the device is shared between claims
 	CDIDeviceIDs []string // fully qualified CDI names, e.g. "vendor.com/gpu=gpu0"
+	// AdminAccess: the allocation grants administrative access (the
+	// request's adminAccess), which Kubernetes gives alongside other
+	// claims' use of the device: such a device is not held (see Hold).
+	AdminAccess bool
 }
 
 // Entry is a copy of one claim's record. Changing it changes nothing in the
@@ -121,6 +125,7 @@ func cloneDevices(in []Device) []Device {
 			Requests:     slices.Clone(d.Requests),
 			ShareID:      d.ShareID,
 			CDIDeviceIDs: slices.Clone(d.CDIDeviceIDs),
+			AdminAccess:  d.AdminAccess,
 		}
 	}
 	return out

@@ -1,0 +1,252 @@
+package claimcache
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// A device is held by every claim the record names it for, in every state
+// and in every boot — PrepareStarted (an uncertain entry included),
+// Prepared, UnprepareStarted — until the claim is removed, and by every
+// claim whose Hold on it is not released yet. The holders of each device
+// are indexed in memory beside the record, under the Cache's own mutex:
+// built from the record when it is opened, changed with each change made
+// durable, so that a hold costs no fsync, no file and no scan of the
+// record, and a new instance that opens the record (after a restart, a
+// crash or a hand-over) holds exactly what the old one did.
+//
+// Two holds of one device by two claims conflict unless one of them is for
+// admin access (Device.AdminAccess, which Kubernetes allows beside other
+// claims' use) or both are shares (Device.ShareID) with distinct share IDs
+// of a device the driver publishes with allowMultipleAllocations (the
+// shareable function passed to Hold says which). The same claim (UID) never
+// conflicts with itself.
+
+// ErrDeviceInUse is matched (errors.Is) by a *DeviceInUseError.
+var ErrDeviceInUse = errors.New("claimcache: device in use by another claim")
+
+// DeviceInUseError says that a claim cannot have a device because another
+// claim holds it. Its message is written for a pod's events, where the
+// kubelet shows a driver's prepare error: it names the device and both
+// claims.
+type DeviceInUseError struct {
+	Driver, Pool, Device string
+	ShareID              string   // the share asked for, if any
+	Claim                ClaimRef // the claim refused
+	Holder               ClaimRef // the claim that holds the device
+	// HolderState is the holder's recorded state, or "" while the holder
+	// is being prepared and not recorded yet.
+	HolderState State
+	// HolderUncertain: the holder's last state is not known (damage to
+	// the record); it holds its devices until reconciled.
+	HolderUncertain bool
+}
+
+func (e *DeviceInUseError) Error() string {
+	what := "device " + e.Driver + "/" + e.Pool + "/" + e.Device
+	if e.ShareID != "" {
+		what += " (share " + e.ShareID + ")"
+	}
+	return fmt.Sprintf("%s is in use by claim %s/%s (uid %s, %s): claim %s/%s (uid %s) gets it once that claim is unprepared",
+		what, e.Holder.Namespace, e.Holder.Name, e.Holder.UID, e.holderState(), e.Claim.Namespace, e.Claim.Name, e.Claim.UID)
+}
+
+func (e *DeviceInUseError) holderState() string {
+	switch {
+	case e.HolderUncertain:
+		return "state uncertain after damage to the record"
+	case e.HolderState == "":
+		return "being prepared"
+	case e.HolderState == PrepareStarted:
+		return "being prepared, or its prepare was interrupted"
+	case e.HolderState == Prepared:
+		return "prepared"
+	case e.HolderState == UnprepareStarted:
+		return "being unprepared, or its unprepare failed"
+	}
+	return string(e.HolderState)
+}
+
+// Is makes errors.Is(err, ErrDeviceInUse) true.
+func (e *DeviceInUseError) Is(target error) bool { return target == ErrDeviceInUse }
+
+// Hold is a claim's in-memory hold on the devices it is about to prepare,
+// from Hold until Release. It makes the check and the reservation one step
+// for claims prepared at the same time, including through RecordPrepared,
+// which records nothing before the driver is called.
+type Hold struct {
+	c       *Cache
+	claim   ClaimRef
+	drivers map[string][]Device
+	held    bool // guarded by c.mu
+}
+
+// deviceKey names one device of one driver.
+type deviceKey struct{ driver, pool, device string }
+
+// holder is one claim's hold on one device: from its record (hold nil) or
+// from a Hold.
+type holder struct {
+	claim     ClaimRef
+	shareID   string
+	state     State
+	uncertain bool
+	hold      *Hold
+}
+
+// Shareable reports whether a driver publishes a device with
+// allowMultipleAllocations, so that its shares (allocations with distinct
+// share IDs) do not conflict. A nil Shareable shares nothing.
+type Shareable func(driver, pool, device string) bool
+
+// Hold checks that no other claim holds any of the devices the claim's
+// allocation names (per driver, as FinishPrepare takes them; CDI IDs may be
+// empty) and holds them for the claim, in one step, until the returned
+// Hold is released. Call it before any driver is asked to prepare the
+// claim and release it once the claim's outcome is recorded (or the
+// prepare failed): while a claim is recorded, its record holds its devices.
+// StartPrepare records the devices of the claim's unreleased Holds in
+// PrepareStarted, so that they stay held after a crash.
+//
+// A device held by another claim is a *DeviceInUseError naming it and the
+// holder. Devices with AdminAccess are neither checked nor held; a share of
+// a device shareable says allows multiple allocations conflicts only with
+// a hold of the same share ID or without one. Nothing is written.
+func (c *Cache) Hold(ref ClaimRef, drivers map[string][]Device, shareable Shareable) (*Hold, error) {
+	if err := ref.validate(); err != nil {
+		return nil, err
+	}
+	if err := validateDrivers(ref.UID, drivers); err != nil {
+		return nil, err
+	}
+	h := &Hold{c: c, claim: ref, drivers: cloneDrivers(drivers)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for driver, devs := range h.drivers {
+		for _, d := range devs {
+			if err := c.conflictLocked(ref, driver, d, shareable); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for driver, devs := range h.drivers {
+		for _, d := range devs {
+			if !d.AdminAccess {
+				k := deviceKey{driver, d.Pool, d.Device}
+				c.holders[k] = append(c.holders[k], holder{claim: ref, shareID: d.ShareID, hold: h})
+			}
+		}
+	}
+	h.held = true
+	c.holds[ref.UID] = append(c.holds[ref.UID], h)
+	return h, nil
+}
+
+// conflictLocked returns the error for a device another claim holds.
+func (c *Cache) conflictLocked(ref ClaimRef, driver string, d Device, shareable Shareable) error {
+	if d.AdminAccess {
+		return nil
+	}
+	for _, o := range c.holders[deviceKey{driver, d.Pool, d.Device}] {
+		if o.claim.UID == ref.UID {
+			continue
+		}
+		if d.ShareID != "" && o.shareID != "" && d.ShareID != o.shareID && shareable != nil && shareable(driver, d.Pool, d.Device) {
+			continue
+		}
+		return &DeviceInUseError{
+			Driver: driver, Pool: d.Pool, Device: d.Device, ShareID: d.ShareID,
+			Claim: ref, Holder: o.claim, HolderState: o.state, HolderUncertain: o.uncertain,
+		}
+	}
+	return nil
+}
+
+// Release ends the hold; the claim's record, if any, still holds what it
+// names. Releasing again does nothing.
+func (h *Hold) Release() {
+	c := h.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !h.held {
+		return
+	}
+	h.held = false
+	for driver, devs := range h.drivers {
+		for _, d := range devs {
+			if !d.AdminAccess {
+				c.unholdLocked(deviceKey{driver, d.Pool, d.Device}, func(o holder) bool { return o.hold == h })
+			}
+		}
+	}
+	hs := slices.DeleteFunc(c.holds[h.claim.UID], func(o *Hold) bool { return o == h })
+	if len(hs) == 0 {
+		delete(c.holds, h.claim.UID)
+	} else {
+		c.holds[h.claim.UID] = hs
+	}
+}
+
+// heldDevicesLocked returns the devices of the claim's unreleased Holds,
+// as a record to merge, or nil.
+func (c *Cache) heldDevicesLocked(ref ClaimRef) *record {
+	hs := c.holds[ref.UID]
+	if len(hs) == 0 {
+		return nil
+	}
+	r := &record{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID}
+	for _, h := range hs {
+		add := &record{}
+		add.setDrivers(h.drivers)
+		r.merge(add)
+	}
+	return r
+}
+
+// indexLocked adds the holds of a record, unindexLocked removes them; the
+// caller holds c.mu.
+func (c *Cache) indexLocked(r *record) {
+	for _, d := range r.Drivers {
+		for _, dev := range d.Devices {
+			if !dev.AdminAccess {
+				k := deviceKey{d.Driver, dev.Pool, dev.Device}
+				c.holders[k] = append(c.holders[k], holder{claim: r.ref(), shareID: dev.ShareID, state: r.State, uncertain: r.Uncertain != ""})
+			}
+		}
+	}
+}
+
+func (c *Cache) unindexLocked(r *record) {
+	for _, d := range r.Drivers {
+		for _, dev := range d.Devices {
+			if !dev.AdminAccess {
+				c.unholdLocked(deviceKey{d.Driver, dev.Pool, dev.Device}, func(o holder) bool { return o.hold == nil && o.claim.UID == r.UID })
+			}
+		}
+	}
+}
+
+func (c *Cache) unholdLocked(k deviceKey, match func(holder) bool) {
+	hs := slices.DeleteFunc(c.holders[k], match)
+	if len(hs) == 0 {
+		delete(c.holders, k)
+	} else {
+		c.holders[k] = hs
+	}
+}
+
+// Holders returns the claims that hold a device of a driver (by record or
+// by Hold), sorted by namespace, name and UID, each once.
+func (c *Cache) Holders(driver, pool, device string) []ClaimRef {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []ClaimRef
+	for _, o := range c.holders[deviceKey{driver, pool, device}] {
+		if !slices.Contains(out, o.claim) {
+			out = append(out, o.claim)
+		}
+	}
+	slices.SortFunc(out, compareRefs)
+	return out
+}
