@@ -22,6 +22,7 @@ func buildSpec(driverName, claimUID string, prepared []pluginmgr.PreparedDevice,
 	spec := &cdi.Spec{Kind: driverName + "/" + cdi.ClaimClass}
 	used := make([]bool, len(results))
 	shareIDs := make([]string, len(prepared))
+	admin := make([]bool, len(prepared)) // recorded, so that the device is not held (claimcache.Hold)
 	for i, p := range prepared {
 		for j, r := range results {
 			if used[j] || r.Pool != p.Pool || r.Device != p.Device || (len(p.Requests) > 0 && !slices.Contains(p.Requests, r.Request)) {
@@ -31,6 +32,7 @@ func buildSpec(driverName, claimUID string, prepared []pluginmgr.PreparedDevice,
 			if r.ShareID != nil {
 				shareIDs[i] = string(*r.ShareID)
 			}
+			admin[i] = r.AdminAccess != nil && *r.AdminAccess
 			break
 		}
 	}
@@ -55,7 +57,7 @@ func buildSpec(driverName, claimUID string, prepared []pluginmgr.PreparedDevice,
 		}
 		spec.Devices = append(spec.Devices, cdi.Device{Name: name, ContainerEdits: convertEdits(p.Edits)})
 		devices = append(devices, claimcache.Device{
-			Pool: p.Pool, Device: p.Device, Requests: p.Requests, ShareID: shareIDs[i],
+			Pool: p.Pool, Device: p.Device, Requests: p.Requests, ShareID: shareIDs[i], AdminAccess: admin[i],
 			CDIDeviceIDs: []string{cdi.QualifiedName(driverName, cdi.ClaimClass, name)},
 		})
 	}

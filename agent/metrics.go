@@ -18,6 +18,7 @@ type metrics struct {
 	prepareSeconds, unprepareSeconds *prometheus.HistogramVec
 	prepareOverhead, preparePhases   *prometheus.HistogramVec
 	prepareErrors, unprepareErrors   *prometheus.CounterVec
+	prepareRefused                   *prometheus.CounterVec
 	dryRunWrites                     *prometheus.CounterVec
 	upgrade                          *upgradeMetrics
 	collectors                       []prometheus.Collector
@@ -76,9 +77,12 @@ func newMetrics(reg *prometheus.Registry, a *Agent) *metrics {
 		}, []string{"driver"}),
 		prepareErrors:   counterVec("prepare_errors_total", "Failed claim prepares.", "driver"),
 		unprepareErrors: counterVec("unprepare_errors_total", "Failed claim unprepares.", "driver"),
-		dryRunWrites:    counterVec("dry_run_slice_files_written_total", "ResourceSlice files written in standalone mode.", "driver"),
+		prepareRefused: counterVec("prepare_refused_total",
+			"Claim prepares refused before any plugin was called (also counted in prepare_errors_total), by the driver of the device and the reason: device_in_use (another claim holds the device in the record, or is being prepared with it; the kubelet retries).",
+			"driver", "reason"),
+		dryRunWrites: counterVec("dry_run_slice_files_written_total", "ResourceSlice files written in standalone mode.", "driver"),
 	}
-	m.collectors = []prometheus.Collector{m.prepareSeconds, m.prepareOverhead, m.preparePhases, m.unprepareSeconds, m.prepareErrors, m.unprepareErrors, m.dryRunWrites,
+	m.collectors = []prometheus.Collector{m.prepareSeconds, m.prepareOverhead, m.preparePhases, m.unprepareSeconds, m.prepareErrors, m.unprepareErrors, m.prepareRefused, m.dryRunWrites,
 		stateCollector(a),
 		refusedCollector(a),
 	}

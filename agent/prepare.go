@@ -30,7 +30,9 @@ type ClaimRequest struct {
 // from the record when it is already prepared in this boot (recreating a
 // missing CDI spec), otherwise by fetching the claim, recording
 // PrepareStarted, calling every plugin of this agent with devices in the
-// claim, recording Prepared and writing one CDI spec per driver. It returns
+// claim, recording Prepared and writing one CDI spec per driver. A device
+// another claim holds refuses the claim before any of that
+// (holdDevices): the error is a *claimcache.DeviceInUseError. It returns
 // the driver's devices as recorded, which is what the kubelet gets back.
 func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest) ([]claimcache.Device, error) {
 	if req.UID == "" || req.Namespace == "" || req.Name == "" {
@@ -48,7 +50,8 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 }
 
 // prepareLocked is Prepare under the claim's lock: the record, the claim,
-// PrepareStarted, the plugins, Prepared, the CDI specs.
+// the devices held (no other claim has them), PrepareStarted, the plugins,
+// Prepared, the CDI specs.
 //
 // PrepareStarted is recorded after the claim is read, not while: an earlier
 // version overlapped that commit with the read (a goroutine, and a
@@ -81,6 +84,11 @@ func (a *Agent) prepareLocked(ctx context.Context, driverName string, req ClaimR
 		return nil, err
 	}
 	ref := claimcache.ClaimRef{Namespace: req.Namespace, Name: req.Name, UID: req.UID}
+	hold, err := a.holdDevices(ref, claim, hosted)
+	if err != nil {
+		return nil, err
+	}
+	defer hold.Release() // once recorded, the record holds the devices
 	once := a.recordOnce(ref, hosted)
 	if !once {
 		if err := a.startPrepare(ctx, ref); err != nil {

@@ -4,7 +4,10 @@
 //
 // Configuration: driverName, numDevices (devices gpu-0 … in pool pool-a),
 // callLog (the file appended to: "prepare <uid> <pool>/<device>..." and
-// "unprepare <uid> <pool>/<device>...", one line per claim).
+// "unprepare <uid> <pool>/<device>...", one line per claim), and optionally
+// failUnprepare, a file whose existence makes every Unprepare fail (after
+// the call is logged, as "unprepare-failed ..."), and statelessPrepare,
+// reported in Info.
 package main
 
 import (
@@ -25,6 +28,9 @@ type config struct {
 	DriverName string `json:"driverName"`
 	NumDevices int    `json:"numDevices"`
 	CallLog    string `json:"callLog"`
+	// FailUnprepare names a file; while it exists, Unprepare fails.
+	FailUnprepare    string `json:"failUnprepare"`
+	StatelessPrepare bool   `json:"statelessPrepare"`
 }
 
 type driver struct {
@@ -43,7 +49,7 @@ func (d *driver) Configure(_ context.Context, _ string, raw []byte) error {
 }
 
 func (d *driver) Info(context.Context) (pluginmgr.Info, error) {
-	return pluginmgr.Info{DriverName: d.cfg.DriverName, DriverVersion: "v0.0.0-test"}, nil
+	return pluginmgr.Info{DriverName: d.cfg.DriverName, DriverVersion: "v0.0.0-test", StatelessPrepare: d.cfg.StatelessPrepare}, nil
 }
 
 func (d *driver) WatchDevices(ctx context.Context, send func(inventory.Inventory) error) error {
@@ -84,6 +90,13 @@ func (d *driver) Unprepare(_ context.Context, claims []pluginmgr.PreparedClaim) 
 		var devs []string
 		for _, dev := range c.Devices {
 			devs = append(devs, dev.Pool+"/"+dev.Device)
+		}
+		if _, err := os.Stat(d.cfg.FailUnprepare); d.cfg.FailUnprepare != "" && err == nil {
+			if err := d.record("unprepare-failed", string(c.UID), devs); err != nil {
+				return nil, err
+			}
+			out[i].Err = fmt.Errorf("unprepare of %s failed on purpose: %s exists", c.UID, d.cfg.FailUnprepare)
+			continue
 		}
 		if err := d.record("unprepare", string(c.UID), devs); err != nil {
 			return nil, err
