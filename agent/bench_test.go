@@ -37,12 +37,24 @@ func (m *memClaims) GetClaim(_ context.Context, namespace, name string) (*resour
 	return c.DeepCopy(), nil
 }
 
+// benchClaims are n claims, claim i with GPU i: a device is one claim's at
+// a time (exclusive.go); the environment needs n GPUs (withGPUs).
 func benchClaims(n int) []*resourcev1.ResourceClaim {
 	out := make([]*resourcev1.ResourceClaim, n)
 	for i := range out {
-		out[i] = claim("bench", fmt.Sprintf("c%03d", i), fmt.Sprintf("00000000-0000-0000-00bb-%012d", i), "node-a", [2]string{gpuDriver, fmt.Sprintf("gpu-%d", i%4)})
+		out[i] = claim("bench", fmt.Sprintf("c%03d", i), fmt.Sprintf("00000000-0000-0000-00bb-%012d", i), "node-a", [2]string{gpuDriver, fmt.Sprintf("gpu-%d", i)})
 	}
 	return out
+}
+
+// withGPUs has every plugin of the environment publish at least n GPUs.
+func (e *testEnv) withGPUs(n int) *testEnv {
+	for _, d := range e.cfg.Plugins.Drivers {
+		if n > d.Config["numDevices"].(int) {
+			d.Config["numDevices"] = n
+		}
+	}
+	return e
 }
 
 func request(claims []*resourcev1.ResourceClaim) []*drapbv1.Claim {
@@ -58,7 +70,7 @@ func request(claims []*resourcev1.ResourceClaim) []*drapbv1.Claim {
 // lookup, durable record commits, the gpu-plugin's Prepare over go-plugin
 // gRPC, CDI spec writes (fsync), and the reverse.
 func benchPrepareUnprepare(b *testing.B, n int) {
-	e := newTestEnv(b, gpuDriver)
+	e := newTestEnv(b, gpuDriver).withGPUs(n)
 	src := &memClaims{}
 	claims := benchClaims(n)
 	for _, c := range claims {

@@ -26,12 +26,12 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestManyClaimsOneCallAndConcurrentCallsOneClaim(t *testing.T) {
-	e := newTestEnv(t, gpuDriver)
+	e := newTestEnv(t, gpuDriver).withGPUs(21)
 	a := e.start(t, Options{})
 	k := connectKubelet(t, e.cfg, gpuDriver)
 	var claims []*resourcev1.ResourceClaim
 	for i := range 20 {
-		c := claim("default", fmt.Sprintf("c%02d", i), fmt.Sprintf("00000000-0000-0000-0001-%012d", i), "node-a", [2]string{gpuDriver, fmt.Sprintf("gpu-%d", i%4)})
+		c := claim("default", fmt.Sprintf("c%02d", i), fmt.Sprintf("00000000-0000-0000-0001-%012d", i), "node-a", [2]string{gpuDriver, fmt.Sprintf("gpu-%d", i)})
 		e.writeClaim(t, c)
 		claims = append(claims, c)
 	}
@@ -45,7 +45,7 @@ func TestManyClaimsOneCallAndConcurrentCallsOneClaim(t *testing.T) {
 
 	// The kubelet may call twice for one claim (two pods); both get the same
 	// answer and the record has one entry.
-	same := claim("default", "shared", "00000000-0000-0000-0002-000000000000", "node-a", [2]string{gpuDriver, "gpu-0"})
+	same := claim("default", "shared", "00000000-0000-0000-0002-000000000000", "node-a", [2]string{gpuDriver, "gpu-20"})
 	e.writeClaim(t, same)
 	var wg sync.WaitGroup
 	results := make([][]string, 8)
@@ -123,7 +123,7 @@ func TestReadyWaitsForRegistration(t *testing.T) {
 // unprepares are in flight: every failure must be retryable, and retrying
 // like the kubelet ends with every claim prepared, then unprepared.
 func TestPluginKilledDuringCalls(t *testing.T) {
-	e := newTestEnv(t, gpuDriver)
+	e := newTestEnv(t, gpuDriver).withGPUs(10)
 	src := &memClaims{}
 	claims := benchClaims(10)
 	for _, c := range claims {

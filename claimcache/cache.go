@@ -35,7 +35,7 @@ type Cache struct {
 	entries map[string]*record     // by UID; the durable state; records are never modified in place
 	byName  map[string]string      // namespace/name → UID
 	holders map[deviceKey][]holder // who holds each device: entries and holds (hold.go)
-	holds   map[string][]*Hold     // unreleased Holds by claim UID
+	holds   map[string]*Hold       // each claim's unreleased Holds (a list through Hold.next)
 }
 
 // RestoreReport says what Open found.
@@ -123,7 +123,7 @@ func Open(dir, bootID string, opts ...Option) (*Cache, *RestoreReport, error) {
 		entries: make(map[string]*record),
 		byName:  make(map[string]string),
 		holders: make(map[deviceKey][]holder),
-		holds:   make(map[string][]*Hold),
+		holds:   make(map[string]*Hold),
 	}
 	report := &RestoreReport{}
 	for key, r := range j.Snapshot() {

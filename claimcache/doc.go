@@ -49,6 +49,18 @@
 // uncertain entry; it is never rolled back merely for being in
 // PrepareStarted, because it may be in use.
 //
+// # One claim per device
+//
+// A device is held by every claim the record names it for, in every state
+// and boot, and by every unreleased Hold. Hold checks that no other claim
+// holds a device of an allocation and holds it, in one step, before the
+// driver touches it; StartPrepare records the held devices, so a crash
+// keeps them held; a failed unprepare leaves the claim in UnprepareStarted,
+// holding them. Admin access, and distinct shares of a device published
+// with allowMultipleAllocations, do not conflict; a conflict is a
+// *DeviceInUseError (errors.Is ErrDeviceInUse) naming the device and the
+// holder. The holders are an index in memory, rebuilt by Open.
+//
 // # Reboots
 //
 // Every entry records the boot ID of its last StartPrepare. When the Cache is

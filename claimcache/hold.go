@@ -78,8 +78,9 @@ func (e *DeviceInUseError) Is(target error) bool { return target == ErrDeviceInU
 type Hold struct {
 	c       *Cache
 	claim   ClaimRef
-	drivers map[string][]Device
-	held    bool // guarded by c.mu
+	drivers map[string][]Device // the caller's, not copied
+	held    bool                // guarded by c.mu
+	next    *Hold               // the claim's next unreleased Hold; guarded by c.mu
 }
 
 // deviceKey names one device of one driver.
@@ -112,7 +113,8 @@ type Shareable func(driver, pool, device string) bool
 // A device held by another claim is a *DeviceInUseError naming it and the
 // holder. Devices with AdminAccess are neither checked nor held; a share of
 // a device shareable says allows multiple allocations conflicts only with
-// a hold of the same share ID or without one. Nothing is written.
+// a hold of the same share ID or without one. Nothing is written. The Hold
+// keeps drivers: the caller must not change it until Release.
 func (c *Cache) Hold(ref ClaimRef, drivers map[string][]Device, shareable Shareable) (*Hold, error) {
 	if err := ref.validate(); err != nil {
 		return nil, err
@@ -120,7 +122,7 @@ func (c *Cache) Hold(ref ClaimRef, drivers map[string][]Device, shareable Sharea
 	if err := validateDrivers(ref.UID, drivers); err != nil {
 		return nil, err
 	}
-	h := &Hold{c: c, claim: ref, drivers: cloneDrivers(drivers)}
+	h := &Hold{c: c, claim: ref, drivers: drivers}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for driver, devs := range h.drivers {
@@ -139,7 +141,8 @@ func (c *Cache) Hold(ref ClaimRef, drivers map[string][]Device, shareable Sharea
 		}
 	}
 	h.held = true
-	c.holds[ref.UID] = append(c.holds[ref.UID], h)
+	h.next = c.holds[ref.UID]
+	c.holds[ref.UID] = h
 	return h, nil
 }
 
@@ -180,23 +183,29 @@ func (h *Hold) Release() {
 			}
 		}
 	}
-	hs := slices.DeleteFunc(c.holds[h.claim.UID], func(o *Hold) bool { return o == h })
-	if len(hs) == 0 {
+	switch first := c.holds[h.claim.UID]; {
+	case first == h && h.next == nil:
 		delete(c.holds, h.claim.UID)
-	} else {
-		c.holds[h.claim.UID] = hs
+	case first == h:
+		c.holds[h.claim.UID] = h.next
+	default:
+		for p := first; p.next != nil; p = p.next {
+			if p.next == h {
+				p.next = h.next
+				break
+			}
+		}
 	}
 }
 
 // heldDevicesLocked returns the devices of the claim's unreleased Holds,
 // as a record to merge, or nil.
 func (c *Cache) heldDevicesLocked(ref ClaimRef) *record {
-	hs := c.holds[ref.UID]
-	if len(hs) == 0 {
+	if c.holds[ref.UID] == nil {
 		return nil
 	}
 	r := &record{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID}
-	for _, h := range hs {
+	for h := c.holds[ref.UID]; h != nil; h = h.next {
 		add := &record{}
 		add.setDrivers(h.drivers)
 		r.merge(add)
@@ -227,12 +236,13 @@ func (c *Cache) unindexLocked(r *record) {
 	}
 }
 
+// unholdLocked drops the holders of device k that match. The device's
+// slice stays in the map, emptied, so that the next claim that holds it
+// appends without allocating: the map keeps a key for each device held
+// since Open, which the drivers' devices bound.
 func (c *Cache) unholdLocked(k deviceKey, match func(holder) bool) {
-	hs := slices.DeleteFunc(c.holders[k], match)
-	if len(hs) == 0 {
-		delete(c.holders, k)
-	} else {
-		c.holders[k] = hs
+	if hs, ok := c.holders[k]; ok {
+		c.holders[k] = slices.DeleteFunc(hs, match)
 	}
 }
 

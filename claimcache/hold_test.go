@@ -374,3 +374,31 @@ func TestHoldConcurrentPrepares(t *testing.T) {
 		t.Fatalf("holders %v and %d entries left", got, c.Len())
 	}
 }
+
+// TestHoldsOfOneClaim: a claim may hold devices through several Holds at
+// once (a caller without the claim's lock); each release drops its own.
+func TestHoldsOfOneClaim(t *testing.T) {
+	c, _ := openT(t, t.TempDir(), bootOne)
+	defer c.Close()
+	var hs []*Hold
+	for _, name := range []string{"gpu-0", "gpu-1", "gpu-2"} {
+		h, err := c.Hold(holderA, dev(name, "", false), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	for _, i := range []int{1, 0, 2} { // middle, first, last of the claim's list
+		hs[i].Release()
+		for j, name := range []string{"gpu-0", "gpu-1", "gpu-2"} {
+			released := j == i || (i == 0 && j == 1) || i == 2
+			if got := len(c.Holders(holdDriver, "node-a", name)); (got == 0) != released {
+				t.Fatalf("after releasing hold %d: %s has %d holders", i, name, got)
+			}
+		}
+	}
+	e, err := c.StartPrepare(holderA, "")
+	if err != nil || len(e.Drivers) != 0 {
+		t.Fatalf("StartPrepare after every hold was released: %+v, %v; want no devices", e, err)
+	}
+}

@@ -37,6 +37,7 @@ var notScraped = map[string]string{
 	"dranode_claim_status_writes_total": "claim status is written to the API server only",
 	"dranode_forwarded_calls_total":     "only an instance that handed its record over forwards",
 	"dranode_prepare_errors_total":      "from the first failed prepare",
+	"dranode_prepare_refused_total":     "from the first prepare refused (a device another claim holds)",
 	"dranode_unprepare_errors_total":    "from the first failed unprepare",
 	"dranode_record_leftover_claims":    "from the first sweep that reads the kubelet's checkpoint (there is none standalone)",
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,7 +30,8 @@ var ErrInvalidConfig = errors.New("invalid piecemeal-driver configuration")
 
 // ErrClaimRefused is matched by the per-claim errors of a prepare the
 // driver refuses: no devices of this driver, a device it does not have, a
-// device marked unhealthy, or a device already prepared for another claim.
+// device marked unhealthy, or a device another claim holds (then the error
+// also matches claimcache.ErrDeviceInUse and names that claim).
 var ErrClaimRefused = errors.New("claim cannot be prepared")
 
 // Config says where the driver keeps things and what it simulates.
@@ -133,15 +133,6 @@ type Driver struct {
 	record *claimcache.Cache
 	// fatal ends Run; set by Run, nil when the driver is used alone.
 	fatal func(error)
-
-	// mu guards inFlight, and makes checking and reserving a claim's
-	// devices one step, so that two claims prepared at once cannot both
-	// take a device.
-	mu sync.Mutex
-	// inFlight maps each unshared device that a prepare is setting up
-	// right now to its claim: the record shows devices only once they are
-	// prepared.
-	inFlight map[string]claimcache.ClaimRef
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -163,7 +154,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the claim record: %w", err)
 	}
-	d := &Driver{cfg: cfg, specs: cdi.SpecDir{Path: cfg.CDIDir}, record: record, inFlight: map[string]claimcache.ClaimRef{}}
+	d := &Driver{cfg: cfg, specs: cdi.SpecDir{Path: cfg.CDIDir}, record: record}
 	log := klog.FromContext(ctx)
 	log.Info("Claim record restored", "claims", report.Entries, "rebootDetected", report.RebootDetected, "interrupted", len(report.Interrupted))
 	for _, e := range report.Interrupted {
@@ -294,11 +285,16 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 		return nil, err
 	}
 	ref := claimcache.ClaimRef{Namespace: claim.Namespace, Name: claim.Name, UID: uid}
-	release, err := d.reserve(ref, devices)
+	// Before the hardware is touched: no other claim may hold a device
+	// (prepared, being prepared or unprepared, or left by a crash in
+	// between). The scheduler never hands out a device twice, but a
+	// force-deleted pod's containers may still run with it; the driver is
+	// the last line of defence. StartPrepare records the held devices.
+	hold, err := d.record.Hold(ref, map[string][]claimcache.Device{d.cfg.DriverName: devices}, d.shareable)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrClaimRefused, err)
 	}
-	defer release()
+	defer hold.Release() // from StartPrepare on, the record holds them
 	if err := d.startPrepare(ref); err != nil {
 		return nil, err
 	}
@@ -344,7 +340,7 @@ func (d *Driver) allocatedDevices(claim *resourceapi.ResourceClaim) ([]claimcach
 			name += "-" + shareID
 		}
 		devices = append(devices, claimcache.Device{
-			Pool: r.Pool, Device: r.Device, Requests: []string{r.Request}, ShareID: shareID,
+			Pool: r.Pool, Device: r.Device, Requests: []string{r.Request}, ShareID: shareID, AdminAccess: r.AdminAccess != nil && *r.AdminAccess,
 			CDIDeviceIDs: []string{cdi.QualifiedName(d.cfg.DriverName, cdi.ClaimClass, name)},
 		})
 	}
@@ -354,49 +350,22 @@ func (d *Driver) allocatedDevices(claim *resourceapi.ResourceClaim) ([]claimcach
 	return devices, nil
 }
 
-// reserve takes the claim's unshared devices for its prepare until release
-// is called, or fails when another claim has one of them: prepared in this
-// boot, or being prepared right now. The scheduler never hands out a device
-// twice; the driver is the last line of defence if something went wrong
-// anyway. A recorded claim of the same name does not count: it is the
-// claim's earlier incarnation, which startPrepare unprepares.
-func (d *Driver) reserve(claim claimcache.ClaimRef, devices []claimcache.Device) (release func(), err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	prepared := map[string]claimcache.ClaimRef{}
-	for _, e := range d.record.List() {
-		if e.Claim.UID == claim.UID || (e.Claim.Namespace == claim.Namespace && e.Claim.Name == claim.Name) || !e.PreparedInCurrentBoot() {
-			continue
-		}
-		for _, dev := range e.Drivers[d.cfg.DriverName] {
-			if dev.ShareID == "" {
-				prepared[dev.Device] = e.Claim
+// shareable reports whether the driver publishes a device with
+// allowMultipleAllocations, so that claims with distinct share IDs may
+// hold it at once (claimcache.Hold asks only then). The simulated GPUs are
+// published without it: every GPU is one claim's at a time.
+func (d *Driver) shareable(driver, pool, device string) bool {
+	if driver != d.cfg.DriverName {
+		return false
+	}
+	for _, p := range d.Inventory().Pools {
+		for _, dev := range p.Devices {
+			if p.Name == pool && dev.Name == device {
+				return dev.AllowMultipleAllocations != nil && *dev.AllowMultipleAllocations
 			}
 		}
 	}
-	var taken []string
-	for _, dev := range devices {
-		if dev.ShareID != "" {
-			continue
-		}
-		if other, ok := prepared[dev.Device]; ok {
-			return nil, fmt.Errorf("%w: device %s is already prepared for claim %s", ErrClaimRefused, dev.Device, other)
-		}
-		if other, ok := d.inFlight[dev.Device]; ok {
-			return nil, fmt.Errorf("%w: device %s is being prepared for claim %s", ErrClaimRefused, dev.Device, other)
-		}
-		taken = append(taken, dev.Device)
-	}
-	for _, dev := range taken {
-		d.inFlight[dev] = claim
-	}
-	return func() {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		for _, dev := range taken {
-			delete(d.inFlight, dev)
-		}
-	}, nil
+	return false
 }
 
 // startPrepare records PrepareStarted, first clearing what stands in the

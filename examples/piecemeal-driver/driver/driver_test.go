@@ -285,17 +285,26 @@ func TestPrepareRefuses(t *testing.T) {
 		{name: "not allocated", claim: unallocated, want: "not allocated"},
 		{name: "unhealthy", claim: claim("sick", "uid-x", "gpu-1"), want: "gpu-1 is unhealthy",
 			setup: func(t *testing.T, cfg Config, _ *Driver) { markUnhealthy(t, cfg, "1") }},
-		{name: "device of another claim", claim: claim("second", "uid-x", "gpu-3"), want: "gpu-3 is already prepared for claim ns/first",
+		{name: "device of another claim", claim: claim("second", "uid-x", "gpu-3"), want: "device " + testDriver + "/node-a/gpu-3 is in use by claim ns/first (uid uid-first, prepared)",
 			setup: func(t *testing.T, _ Config, d *Driver) { mustPrepare(t, d, claim("first", "uid-first", "gpu-3")) }},
-		{name: "device of a claim being prepared", claim: claim("second", "uid-x", "gpu-2"), want: "gpu-2 is being prepared for claim ns/first",
+		{name: "device of a claim being prepared", claim: claim("second", "uid-x", "gpu-2"), want: "gpu-2 is in use by claim ns/first (uid uid-first, being prepared)",
 			setup: func(t *testing.T, _ Config, d *Driver) {
 				// As a prepare of "first" does between checking its devices
-				// and recording them prepared.
+				// and recording them.
 				first := claimcache.ClaimRef{Namespace: "ns", Name: "first", UID: "uid-first"}
-				if _, err := d.reserve(first, []claimcache.Device{{Pool: testNode, Device: "gpu-2"}}); err != nil {
+				if _, err := d.record.Hold(first, map[string][]claimcache.Device{testDriver: {{Pool: testNode, Device: "gpu-2"}}}, nil); err != nil {
 					t.Fatal(err)
 				}
 			}},
+		{name: "device of a claim whose unprepare failed", claim: claim("second", "uid-x", "gpu-1"), want: "gpu-1 is in use by claim ns/first (uid uid-first, being unprepared, or its unprepare failed)",
+			setup: func(t *testing.T, _ Config, d *Driver) {
+				mustPrepare(t, d, claim("first", "uid-first", "gpu-1"))
+				if _, err := d.record.StartUnprepare("uid-first"); err != nil { // the teardown then fails
+					t.Fatal(err)
+				}
+			}},
+		{name: "device of the claim's earlier incarnation", claim: claim("same", "uid-x", "gpu-0"), want: "gpu-0 is in use by claim ns/same (uid uid-old, prepared)",
+			setup: func(t *testing.T, _ Config, d *Driver) { mustPrepare(t, d, claim("same", "uid-old", "gpu-0")) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
@@ -304,6 +313,9 @@ func TestPrepareRefuses(t *testing.T) {
 				tc.setup(t, cfg, d)
 			}
 			_, err := prepare(t, d, tc.claim)
+			if inUse := strings.Contains(tc.want, "in use"); inUse != errors.Is(err, claimcache.ErrDeviceInUse) {
+				t.Errorf("prepare: %v; matches claimcache.ErrDeviceInUse: %v, want %v", err, !inUse, inUse)
+			}
 			if !errors.Is(err, ErrClaimRefused) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.claim.Name) {
 				t.Fatalf("prepare: %v; want ErrClaimRefused naming the claim and %q", err, tc.want)
 			}
@@ -385,8 +397,11 @@ func TestConcurrentPrepares(t *testing.T) {
 			if len(ids) != devices {
 				t.Errorf("callers were handed %d distinct CDI IDs for %d recorded devices: %v", len(ids), devices, ids)
 			}
-			if len(d.inFlight) != 0 {
-				t.Errorf("devices still reserved after every prepare returned: %v", d.inFlight)
+			for i := range 4 {
+				holders := d.record.Holders(testDriver, testNode, fmt.Sprint("gpu-", i))
+				if len(holders) > 1 {
+					t.Errorf("gpu-%d held by %v after every prepare returned", i, holders)
+				}
 			}
 		})
 	}
@@ -411,13 +426,15 @@ func TestPrepareBatchIsPerClaim(t *testing.T) {
 
 // A claim recreated under the same name with a new UID (the old pod was
 // force-deleted before its claim was unprepared) first unprepares the old
-// one, from the record.
+// one, from the record, when it wants other devices; one that wants the
+// old one's devices waits for its unprepare (the old pod's containers may
+// still use them).
 func TestRecreatedClaimUnpreparesOldOne(t *testing.T) {
 	cfg := testConfig(t)
 	d := open(t, cfg)
 	mustPrepare(t, d, claim("same", "uid-old", "gpu-0"))
-	ids := mustPrepare(t, d, claim("same", "uid-new", "gpu-0"))
-	if want := testDriver + "/claim=uid-new-gpu-0"; !slices.Equal(ids, []string{want}) {
+	ids := mustPrepare(t, d, claim("same", "uid-new", "gpu-1"))
+	if want := testDriver + "/claim=uid-new-gpu-1"; !slices.Equal(ids, []string{want}) {
 		t.Errorf("CDI IDs %v, want [%s]", ids, want)
 	}
 	if _, err := os.Stat(specPath(cfg, "uid-old")); !errors.Is(err, os.ErrNotExist) {
