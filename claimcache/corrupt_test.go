@@ -25,23 +25,8 @@ func TestCorruptJournal(t *testing.T) {
 		}
 	}
 	c.Close()
-	logs, _ := filepath.Glob(filepath.Join(dir, "log.*"))
-	if len(logs) == 0 {
-		t.Fatalf("no journal log in %s", dir)
-	}
-	data, err := os.ReadFile(logs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Flip a byte inside the first claim's record, well before the tail.
-	i := strings.Index(string(data), `"u0"`)
-	if i < 0 {
-		t.Fatalf("claim u0 not found in %s", logs[0])
-	}
-	data[i+1] ^= 0x20
-	if err := os.WriteFile(logs[0], data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	logs, data := damageLog(t, dir, `"u0"`)
 
 	if _, _, err := Open(dir, bootOne); !errors.Is(err, checkpoint.ErrCorrupt) {
 		t.Fatalf("Open of a corrupt record: %v, want checkpoint.ErrCorrupt", err)
@@ -126,4 +111,27 @@ func TestOpenRefusesBadRecords(t *testing.T) {
 			j.Close()
 		})
 	}
+}
+
+// damageLog flips a byte inside the first occurrence of needle in the
+// record's first log, and returns the logs and the damaged file's bytes.
+func damageLog(t *testing.T, dir, needle string) (logs []string, data []byte) {
+	t.Helper()
+	logs, _ = filepath.Glob(filepath.Join(dir, "log.*"))
+	if len(logs) == 0 {
+		t.Fatalf("no journal log in %s", dir)
+	}
+	data, err := os.ReadFile(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(data), needle)
+	if i < 0 {
+		t.Fatalf("%s not found in %s", needle, logs[0])
+	}
+	data[i+1] ^= 0x20
+	if err := os.WriteFile(logs[0], data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return logs, data
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -272,22 +270,7 @@ func TestHoldRebuiltAfterDamage(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	logs, _ := filepath.Glob(filepath.Join(dir, "log.*"))
-	if len(logs) == 0 {
-		t.Fatalf("no journal log in %s", dir)
-	}
-	data, err := os.ReadFile(logs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := strings.Index(string(data), `"u0"`) // damage the first claim's change
-	if i < 0 {
-		t.Fatal("claim u0 not found in the log")
-	}
-	data[i+1] ^= 0x20
-	if err := os.WriteFile(logs[0], data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	damageLog(t, dir, `"u0"`) // the first claim's change
 	c, rep, err := Open(dir, bootOne, WithJournalOptions(checkpoint.WithCorruptPolicy(checkpoint.MoveCorruptAside)))
 	if err != nil {
 		t.Fatal(err)
