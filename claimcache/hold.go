@@ -98,7 +98,8 @@ type holder struct {
 
 // Shareable reports whether a driver publishes a device with
 // allowMultipleAllocations, so that its shares (allocations with distinct
-// share IDs) do not conflict. A nil Shareable shares nothing.
+// share IDs) do not conflict. A nil Shareable shares nothing. Hold calls it
+// without holding the Cache's locks, only for devices with a share ID.
 type Shareable func(driver, pool, device string) bool
 
 // Hold checks that no other claim holds any of the devices the claim's
@@ -122,12 +123,25 @@ func (c *Cache) Hold(ref ClaimRef, drivers map[string][]Device, shareable Sharea
 	if err := validateDrivers(ref.UID, drivers); err != nil {
 		return nil, err
 	}
+	// Asked before the Cache's mutex is taken: shareable is the caller's
+	// code, and reads the caller's state under the caller's locks.
+	var shares map[deviceKey]bool
+	for driver, devs := range drivers {
+		for _, d := range devs {
+			if d.ShareID != "" && !d.AdminAccess && shareable != nil {
+				if shares == nil {
+					shares = map[deviceKey]bool{}
+				}
+				shares[deviceKey{driver, d.Pool, d.Device}] = shareable(driver, d.Pool, d.Device)
+			}
+		}
+	}
 	h := &Hold{c: c, claim: ref, drivers: drivers}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for driver, devs := range h.drivers {
 		for _, d := range devs {
-			if err := c.conflictLocked(ref, driver, d, shareable); err != nil {
+			if err := c.conflictLocked(ref, driver, d, shares); err != nil {
 				return nil, err
 			}
 		}
@@ -146,16 +160,18 @@ func (c *Cache) Hold(ref ClaimRef, drivers map[string][]Device, shareable Sharea
 	return h, nil
 }
 
-// conflictLocked returns the error for a device another claim holds.
-func (c *Cache) conflictLocked(ref ClaimRef, driver string, d Device, shareable Shareable) error {
+// conflictLocked returns the error for a device another claim holds;
+// shares says which devices with a share ID allow multiple allocations.
+func (c *Cache) conflictLocked(ref ClaimRef, driver string, d Device, shares map[deviceKey]bool) error {
 	if d.AdminAccess {
 		return nil
 	}
-	for _, o := range c.holders[deviceKey{driver, d.Pool, d.Device}] {
+	k := deviceKey{driver, d.Pool, d.Device}
+	for _, o := range c.holders[k] {
 		if o.claim.UID == ref.UID {
 			continue
 		}
-		if d.ShareID != "" && o.shareID != "" && d.ShareID != o.shareID && shareable != nil && shareable(driver, d.Pool, d.Device) {
+		if d.ShareID != "" && o.shareID != "" && d.ShareID != o.shareID && shares[k] {
 			continue
 		}
 		return &DeviceInUseError{
