@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/claimcache"
@@ -51,10 +52,14 @@ func refusal(t *testing.T, k *kubelet, c, holder *resourcev1.ResourceClaim, devi
 	if r == nil || r.Error == "" {
 		t.Fatalf("prepare of %s/%s succeeded (%v) while %s/%s holds %s", c.Namespace, c.Name, r, holder.Namespace, holder.Name, device)
 	}
-	want := fmt.Sprintf("device %s/pool-a/%s is in use by claim %s/%s (uid %s, %s): claim %s/%s (uid %s) gets it once that claim is unprepared",
-		journalDriver, device, holder.Namespace, holder.Name, holder.UID, holderState, c.Namespace, c.Name, c.UID)
-	if !strings.Contains(r.Error, want) {
-		t.Fatalf("refusal %q\ndoes not say %q", r.Error, want)
+	for _, want := range []string{
+		fmt.Sprintf("device %s/pool-a/%s ", journalDriver, device),
+		fmt.Sprintf(" is in use by claim %s/%s (uid %s, %s): claim %s/%s (uid %s) gets it once that claim is unprepared",
+			holder.Namespace, holder.Name, holder.UID, holderState, c.Namespace, c.Name, c.UID),
+	} {
+		if !strings.Contains(r.Error, want) {
+			t.Fatalf("refusal %q\ndoes not say %q", r.Error, want)
+		}
 	}
 	return r.Error
 }
@@ -201,5 +206,37 @@ func TestConcurrentPreparesOfOneDevice(t *testing.T) {
 	}
 	if won != 1 || reached != 1 {
 		t.Fatalf("%d prepares succeeded and %d reached the plugin, want one each", won, reached)
+	}
+}
+
+// Shares of one device (allocations with their own share IDs) are
+// prepared side by side when the plugin publishes the device with
+// allowMultipleAllocations, and refused when it does not; the same share
+// ID in two claims is refused either way.
+func TestSharesOfOneDevice(t *testing.T) {
+	for _, published := range []bool{true, false} {
+		t.Run(fmt.Sprint("allowMultipleAllocations=", published), func(t *testing.T) {
+			e, _, _ := journalEnv(t, true)
+			e.cfg.Plugins.Drivers[0].Config["allowMultipleAllocations"] = published
+			a := e.start(t, Options{})
+			share := func(name, uid, shareID string) *resourcev1.ResourceClaim {
+				c := claim("default", name, uid, "node-a", [2]string{journalDriver, "gpu-1"})
+				c.Status.Allocation.Devices.Results[0].ShareID = ptrTo(types.UID(shareID))
+				e.writeClaim(t, c)
+				return c
+			}
+			first := share("share-1", "00000000-0000-0000-0041-000000000031", "aaaaaaaa-0000-0000-0000-000000000001")
+			second := share("share-2", "00000000-0000-0000-0041-000000000032", "aaaaaaaa-0000-0000-0000-000000000002")
+			again := share("share-1-again", "00000000-0000-0000-0041-000000000033", "aaaaaaaa-0000-0000-0000-000000000001")
+			k := connectKubelet(t, e.cfg, journalDriver)
+			waitFor(t, "the plugin's inventory", func() bool { return a.shareable(journalDriver, "pool-a", "gpu-1") == published })
+			mustPrepared(t, k.prepare(t, first), first)
+			if published {
+				mustPrepared(t, k.prepare(t, second), second)
+			} else {
+				refusal(t, k, second, first, "gpu-1", "prepared")
+			}
+			refusal(t, k, again, first, "gpu-1", "prepared")
+		})
 	}
 }

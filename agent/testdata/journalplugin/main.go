@@ -6,8 +6,9 @@
 // callLog (the file appended to: "prepare <uid> <pool>/<device>..." and
 // "unprepare <uid> <pool>/<device>...", one line per claim), and optionally
 // failUnprepare, a file whose existence makes every Unprepare fail (after
-// the call is logged, as "unprepare-failed ..."), and statelessPrepare,
-// reported in Info.
+// the call is logged, as "unprepare-failed ..."), statelessPrepare,
+// reported in Info, and allowMultipleAllocations, published on every
+// device.
 package main
 
 import (
@@ -31,6 +32,8 @@ type config struct {
 	// FailUnprepare names a file; while it exists, Unprepare fails.
 	FailUnprepare    string `json:"failUnprepare"`
 	StatelessPrepare bool   `json:"statelessPrepare"`
+	// AllowMultipleAllocations is published on every device.
+	AllowMultipleAllocations bool `json:"allowMultipleAllocations"`
 }
 
 type driver struct {
@@ -55,7 +58,11 @@ func (d *driver) Info(context.Context) (pluginmgr.Info, error) {
 func (d *driver) WatchDevices(ctx context.Context, send func(inventory.Inventory) error) error {
 	pool := inventory.Pool{Name: "pool-a"}
 	for i := range d.cfg.NumDevices {
-		pool.Devices = append(pool.Devices, resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i)})
+		dev := resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i)}
+		if d.cfg.AllowMultipleAllocations {
+			dev.AllowMultipleAllocations = &d.cfg.AllowMultipleAllocations
+		}
+		pool.Devices = append(pool.Devices, dev)
 	}
 	if err := send(inventory.Inventory{Pools: []inventory.Pool{pool}}); err != nil {
 		return err
