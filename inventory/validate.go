@@ -3,10 +3,12 @@ package inventory
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -228,11 +230,19 @@ func (v *deviceValidator) device(f path, d *resourceapi.Device) {
 	if values > resourceapi.ResourceSliceMaxAttributeValuesPerDevice {
 		ps.add(f()+".attributes", "%d attribute values, at most %d allowed", values, resourceapi.ResourceSliceMaxAttributeValuesPerDevice)
 	}
+	multi := d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations
 	for name, c := range d.Capacity {
 		cf := func() string { return fmt.Sprintf("%s.capacity[%q]", f(), name) }
 		v.qualifiedName(cf, name)
 		if c.Value.Sign() < 0 {
 			ps.add(cf()+".value", "must not be negative")
+		}
+		if c.RequestPolicy != nil {
+			if !multi {
+				ps.add(cf()+".requestPolicy", "allowMultipleAllocations must be true")
+			} else {
+				validateRequestPolicy(ps, cf, c.Value, c.RequestPolicy)
+			}
 		}
 	}
 	if len(d.Taints) > resourceapi.DeviceTaintsMaxLength {
@@ -435,6 +445,110 @@ func validateCounterRefs(ps *problems, f string, d *resourceapi.Device, counterS
 			if ok && !set[name] {
 				ps.add(fmt.Sprintf("%s.counters[%q]", cf, name), "counter set %q has no counter %q", cc.CounterSet, name)
 			}
+		}
+	}
+}
+
+// capacityRequestPolicyMaxValues is the most validValues a capacity's
+// request policy may list (CapacityRequestPolicyDiscreteMaxOptions of the
+// API server's internal types, not exported by k8s.io/api).
+const capacityRequestPolicyMaxValues = 10
+
+// validateRequestPolicy checks the request policy of a consumable capacity
+// as the v1.37 API server does with its alpha DRAFractionalCapacityRange
+// gate off: one of validValues (sorted, unique, at most 10, none above the
+// capacity, the default among them) and validRange (min, max and default
+// within the capacity and each other; default and max a whole number of
+// steps above min), with a default whenever either is set. Fractional
+// values in a range, which the server reads rounded, are refused.
+func validateRequestPolicy(ps *problems, f path, capacity resource.Quantity, p *resourceapi.CapacityRequestPolicy) {
+	pf := func() string { return f() + ".requestPolicy" }
+	if len(p.ValidValues) > 0 && p.ValidRange != nil {
+		ps.add(pf(), "validValues and validRange must not both be set")
+		return
+	}
+	if (len(p.ValidValues) > 0 || p.ValidRange != nil) && p.Default == nil {
+		ps.add(pf()+".default", "required when validValues or validRange is set")
+		return
+	}
+	if p.Default != nil && p.Default.Sign() < 0 {
+		ps.add(pf()+".default", "must not be negative")
+	}
+	if n := len(p.ValidValues); n > 0 {
+		if n > capacityRequestPolicyMaxValues {
+			ps.add(pf()+".validValues", "%d values, at most %d allowed", n, capacityRequestPolicyMaxValues)
+		}
+		found := false
+		for i, q := range p.ValidValues {
+			if i > 0 && p.ValidValues[i-1].Cmp(q) >= 0 {
+				ps.add(fmt.Sprintf("%s.validValues[%d]", pf(), i), "values must be unique and sorted in ascending order")
+			}
+			if q.Cmp(capacity) > 0 {
+				ps.add(fmt.Sprintf("%s.validValues[%d]", pf(), i), "%s is larger than the capacity %s", q.String(), capacity.String())
+			}
+			found = found || q.Cmp(*p.Default) == 0
+		}
+		if !found {
+			ps.add(pf()+".default", "%s is not one of validValues", p.Default.String())
+		}
+	}
+	r := p.ValidRange
+	if r == nil {
+		return
+	}
+	rf := func(field string) string { return pf() + ".validRange." + field }
+	if r.Min == nil {
+		ps.add(rf("min"), "required when validRange is set")
+		return
+	}
+	bounds := map[string]*resource.Quantity{"default": p.Default, "min": r.Min, "max": r.Max, "step": r.Step}
+	for _, name := range []string{"default", "min", "max", "step"} {
+		q := bounds[name]
+		if q == nil {
+			continue
+		}
+		if q.Sign() < 0 || q.CmpInt64(math.MaxInt64) > 0 {
+			ps.add(rf(name), "%s is outside 0 to %d", q.String(), int64(math.MaxInt64))
+			return
+		}
+		if q.Cmp(*resource.NewQuantity(q.Value(), q.Format)) != 0 {
+			ps.add(rf(name), "%s is fractional (needs the alpha DRAFractionalCapacityRange feature gate; not supported)", q.String())
+			return
+		}
+	}
+	if r.Min.Cmp(capacity) > 0 {
+		ps.add(rf("min"), "%s is larger than the capacity %s", r.Min.String(), capacity.String())
+	}
+	if p.Default.Cmp(*r.Min) < 0 {
+		ps.add(pf()+".default", "%s is less than min %s", p.Default.String(), r.Min.String())
+	}
+	if r.Max != nil {
+		if r.Min.Cmp(*r.Max) > 0 {
+			ps.add(rf("max"), "min %s is larger than max %s", r.Min.String(), r.Max.String())
+		}
+		if r.Max.Cmp(capacity) > 0 {
+			ps.add(rf("max"), "%s is larger than the capacity %s", r.Max.String(), capacity.String())
+		}
+		if p.Default.Cmp(*r.Max) > 0 {
+			ps.add(pf()+".default", "%s is more than max %s", p.Default.String(), r.Max.String())
+		}
+	}
+	if r.Step == nil {
+		return
+	}
+	step := r.Step.Value()
+	if step <= 0 {
+		ps.add(rf("step"), "must be greater than zero")
+		return
+	}
+	added := r.Min.DeepCopy()
+	added.Add(*r.Step)
+	if added.Cmp(capacity) > 0 {
+		ps.add(rf("step"), "min %s plus one step %s is larger than the capacity %s", r.Min.String(), r.Step.String(), capacity.String())
+	}
+	for _, name := range []string{"default", "max"} {
+		if q := bounds[name]; q != nil && (q.Value()-r.Min.Value())%step != 0 {
+			ps.add(rf("step"), "%s %s is not min %s plus a whole number of steps %s", name, q.String(), r.Min.String(), r.Step.String())
 		}
 	}
 }

@@ -38,10 +38,35 @@ type Claim struct {
 	Namespace string
 	Name      string
 	// Results are the claim's allocation results for this driver only.
+	// Two fields change what a driver may do with a result's device:
+	// AdminAccess (true: grant monitoring-only access, without claiming,
+	// resetting or reconfiguring the device, which other claims may be
+	// using at the same time; see AdminAccess) and ShareID (set: the
+	// device is published with AllowMultipleAllocations and this is one
+	// share of it, with ConsumedCapacity saying how much; carve that
+	// share and answer with PreparedDevice.ShareID; see ShareID).
 	Results []resourcev1.DeviceRequestAllocationResult
 	// Configs are the opaque configurations for this driver that apply to
 	// the claim, class configurations first (the order the API defines).
 	Configs []resourcev1.DeviceAllocationConfiguration
+}
+
+// AdminAccess reports whether an allocation result asks for admin access
+// (resource.k8s.io/v1, GA in Kubernetes 1.36, beta and on by default in
+// 1.34 and 1.35): the device may be in use by other claims, and the
+// driver grants monitoring-only access without taking it over.
+func AdminAccess(r resourcev1.DeviceRequestAllocationResult) bool {
+	return r.AdminAccess != nil && *r.AdminAccess
+}
+
+// ShareID is an allocation result's share ID, "" when the device is not
+// shared (consumable capacity, beta and on by default in Kubernetes 1.36;
+// alpha, off by default, in 1.34 and 1.35).
+func ShareID(r resourcev1.DeviceRequestAllocationResult) string {
+	if r.ShareID == nil {
+		return ""
+	}
+	return string(*r.ShareID)
 }
 
 // PrepareResult is the outcome of preparing one claim: either Devices or Err.
@@ -67,6 +92,21 @@ type PreparedDevice struct {
 	// Nil publishes nothing. Only Prepare results carry it; Unprepare hands
 	// devices back without it.
 	Status *resourcev1.AllocatedDeviceStatus
+	// ShareID is the share of the device this entry is for: the ShareID
+	// of the allocation result it answers, set when the device is
+	// published with AllowMultipleAllocations (consumable capacity). A
+	// driver carves a share per ShareID and copies it here, so that the
+	// host gives each share its own CDI device; it is handed back on
+	// Unprepare, so that the driver knows which share to release. Empty
+	// for a device that is not shared.
+	ShareID string
+	// AdminAccess says that the allocation result asked for admin access:
+	// monitoring-only access to a device that other claims may be using
+	// at the same time. The host sets it on Unprepare, from its record, so
+	// that a driver does not reset, zero or release a device it never
+	// owned; in a Prepare answer it is ignored (the host takes it from the
+	// allocation, and the driver reads Claim.Results).
+	AdminAccess bool
 }
 
 // ContainerEdits are the CDI container edits of one device.

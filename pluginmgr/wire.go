@@ -122,7 +122,7 @@ func claimsFromWire(in []*pb.Claim) ([]Claim, error) {
 func devicesToWire(devs []PreparedDevice) ([]*pb.PreparedDevice, error) {
 	out := make([]*pb.PreparedDevice, len(devs))
 	for i, d := range devs {
-		out[i] = &pb.PreparedDevice{Pool: d.Pool, Device: d.Device, Requests: d.Requests, Edits: editsToWire(d.Edits)}
+		out[i] = &pb.PreparedDevice{Pool: d.Pool, Device: d.Device, Requests: d.Requests, Edits: editsToWire(d.Edits), ShareId: d.ShareID, AdminAccess: d.AdminAccess}
 		if d.Status != nil {
 			b, err := d.Status.Marshal()
 			if err != nil {
@@ -142,7 +142,8 @@ func devicesFromWire(in []*pb.PreparedDevice) ([]PreparedDevice, error) {
 	}
 	out := make([]PreparedDevice, len(in))
 	for i, d := range in {
-		out[i] = PreparedDevice{Pool: d.GetPool(), Device: d.GetDevice(), Requests: d.GetRequests(), Edits: editsFromWire(d.GetEdits())}
+		out[i] = PreparedDevice{Pool: d.GetPool(), Device: d.GetDevice(), Requests: d.GetRequests(), Edits: editsFromWire(d.GetEdits()),
+			ShareID: d.GetShareId(), AdminAccess: d.GetAdminAccess()}
 		if raw := d.GetStatus(); len(raw) > 0 {
 			var st resourcev1.AllocatedDeviceStatus
 			if err := st.Unmarshal(raw); err != nil {

@@ -87,6 +87,28 @@ func TestInventoryAndClaimsRoundTrip(t *testing.T) {
 	}
 }
 
+// What Prepare answered comes back on Unprepare whole: a shared device's
+// share ID and an admin-access device's flag included, so that a driver
+// releases the right share and does not reset a device it did not own.
+func TestPreparedClaimsRoundTrip(t *testing.T) {
+	claims := []PreparedClaim{{UID: "u", Namespace: "n", Name: "c", Devices: []PreparedDevice{
+		{Pool: "p", Device: "d0", Requests: []string{"r0"}, ShareID: "6a7d0f4c-0000-4000-8000-000000000001"},
+		{Pool: "p", Device: "d0", Requests: []string{"r1"}, ShareID: "6a7d0f4c-0000-4000-8000-000000000002"},
+		{Pool: "p", Device: "d1", Requests: []string{"r2"}, AdminAccess: true, Edits: ContainerEdits{Env: []string{"MONITOR=1"}}},
+	}}}
+	w, err := preparedClaimsToWire(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := preparedClaimsFromWire(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, claims) {
+		t.Errorf("prepared claims round trip\n got %+v\nwant %+v", back, claims)
+	}
+}
+
 func resourceUID(s string) types.UID { return types.UID(s) }
 
 // normalize compares quantities by value: decoding caches their string form.

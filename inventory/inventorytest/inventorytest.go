@@ -62,6 +62,45 @@ func withDevice(mutate func(d *resourceapi.Device)) inventory.Pool {
 
 func ptrTo[T any](v T) *T { return &v }
 
+func q(s string) *resource.Quantity { return ptrTo(resource.MustParse(s)) }
+
+// consumable makes the device shared (allowMultipleAllocations) with its
+// memory capacity consumed per share under policy.
+func consumable(policy resourceapi.CapacityRequestPolicy) func(d *resourceapi.Device) {
+	return func(d *resourceapi.Device) {
+		d.AllowMultipleAllocations = ptrTo(true)
+		c := d.Capacity["memory"]
+		c.RequestPolicy = &policy
+		d.Capacity["memory"] = c
+	}
+}
+
+// Partitionable returns a pool with a partitionable device (KEP-4815): a
+// counter set name with a memory counter of the given size, the whole
+// device consuming all of it and n partitions consuming an n-th each, so
+// that the scheduler allocates the whole device or partitions, never both.
+func Partitionable(name, memory string, n int) inventory.Pool {
+	total := resource.MustParse(memory)
+	counters := func(v resource.Quantity) []resourceapi.DeviceCounterConsumption {
+		return []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: map[string]resourceapi.Counter{"memory": {Value: v}}}}
+	}
+	whole := Device(name, "a100")
+	whole.ConsumesCounters = counters(total)
+	pool := inventory.Pool{
+		Name:           "pool",
+		SharedCounters: []resourceapi.CounterSet{{Name: name, Counters: map[string]resourceapi.Counter{"memory": {Value: total}}}},
+		Devices:        []resourceapi.Device{whole},
+	}
+	part := *resource.NewQuantity(total.Value()/int64(n), resource.BinarySI)
+	for i := range n {
+		d := Device(name+"-part-"+strconv.Itoa(i), "a100")
+		d.Capacity["memory"] = resourceapi.DeviceCapacity{Value: part}
+		d.ConsumesCounters = counters(part)
+		pool.Devices = append(pool.Devices, d)
+	}
+	return pool
+}
+
 // Cases returns the validation cases: valid ones at the limits, and one or
 // more invalid ones per rule. Each call returns new values.
 func Cases() []Case {
@@ -95,6 +134,42 @@ func Cases() []Case {
 				d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: "mem", Counters: map[string]resourceapi.Counter{"bytes": {}}}}
 				return d
 			}()}}, true, false},
+		{"shared device", withDevice(func(d *resourceapi.Device) { d.AllowMultipleAllocations = ptrTo(true) }), true, false},
+		{"consumable capacity, range", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("1Gi"),
+			ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: q("1Gi"), Max: q("16Gi"), Step: q("1Gi")}})), true, false},
+		{"consumable capacity, values", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("4Gi"),
+			ValidValues: []resource.Quantity{*q("4Gi"), *q("8Gi"), *q("16Gi")}})), true, false},
+		{"consumable capacity, default only", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("2Gi")})), true, false},
+		{"partitionable device", Partitionable("gpu-0", "16Gi", 2), true, false},
+
+		{"request policy on a device not shared", withDevice(func(d *resourceapi.Device) {
+			consumable(resourceapi.CapacityRequestPolicy{Default: q("1Gi")})(d)
+			d.AllowMultipleAllocations = nil
+		}), false, true},
+		{"request policy with values and range", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("1Gi"),
+			ValidValues: []resource.Quantity{*q("1Gi")}, ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: q("1Gi")}})), false, true},
+		{"request policy values unsorted", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("4Gi"),
+			ValidValues: []resource.Quantity{*q("8Gi"), *q("4Gi")}})), false, true},
+		{"request policy default not a value", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("2Gi"),
+			ValidValues: []resource.Quantity{*q("4Gi"), *q("8Gi")}})), false, true},
+		{"request policy value above capacity", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("4Gi"),
+			ValidValues: []resource.Quantity{*q("4Gi"), *q("32Gi")}})), false, true},
+		{"request policy range without default", withDevice(consumable(resourceapi.CapacityRequestPolicy{
+			ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: q("1Gi")}})), false, true},
+		{"request policy range without min", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("1Gi"),
+			ValidRange: &resourceapi.CapacityRequestPolicyRange{}})), false, true},
+		{"request policy range above capacity", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("1Gi"),
+			ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: q("1Gi"), Max: q("32Gi")}})), false, true},
+		{"request policy default below min", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("1Gi"),
+			ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: q("2Gi")}})), false, true},
+		{"request policy default off the steps", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("3Gi"),
+			ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: q("2Gi"), Step: q("2Gi")}})), false, true},
+		{"request policy step zero", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("2Gi"),
+			ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: q("2Gi"), Step: q("0")}})), false, true},
+		// The server reads a fractional range rounded unless an alpha gate
+		// is on; Validate refuses it rather than guess.
+		{"request policy fractional range", withDevice(consumable(resourceapi.CapacityRequestPolicy{Default: q("1500m"),
+			ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: q("500m")}})), false, false},
 
 		{"device name upper case", withDevice(func(d *resourceapi.Device) { d.Name = "Dev-0" }), false, true},
 		{"device name too long", withDevice(func(d *resourceapi.Device) { d.Name = strings.Repeat("d", 64) }), false, true},

@@ -17,6 +17,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
@@ -33,8 +34,12 @@ type Options struct {
 // violation through t, prefixed with "conformance:". It checks that Info is
 // valid, that the first inventory passes inventory.Validate (what the API
 // server accepts in ResourceSlices), that Prepare of an allocated device
-// succeeds, is idempotent and returns usable container edits, that
-// Unprepare is idempotent, and that Unprepare of an unknown claim succeeds.
+// succeeds, is idempotent and returns usable container edits, that an
+// admin-access claim of a device another claim holds is prepared and its
+// Unprepare leaves the owner's preparation alone, that shares of a device
+// published with allowMultipleAllocations (if the inventory has one) are
+// each answered with their own share ID, that Unprepare is idempotent, and
+// that Unprepare of an unknown claim succeeds.
 func Run(t testing.TB, p *pluginmgr.Plugin, opts Options) {
 	t.Helper()
 	if opts.Timeout <= 0 {
@@ -92,12 +97,99 @@ func Run(t testing.TB, p *pluginmgr.Plugin, opts Options) {
 		t.Errorf("conformance: Prepare returned no device for claim %s with one allocated device", claim.UID)
 	}
 
+	checkAdminAccess(t, call, p, claim, first)
+	if pool, dev, ok := sharedDevice(inv); ok {
+		checkShares(t, call, p, info.DriverName, pool, dev)
+	}
+
 	prepared := pluginmgr.PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, Devices: first}
 	unprepare(t, call, p, prepared, "Unprepare")
 	unprepare(t, call, p, prepared, "repeated Unprepare")
 	unknown := pluginmgr.PreparedClaim{UID: newUID(), Namespace: "conformance", Name: "never-prepared", Devices: first}
 	unprepare(t, call, p, unknown, "Unprepare of a claim never prepared")
 	unprepare(t, call, p, pluginmgr.PreparedClaim{UID: newUID(), Namespace: "conformance", Name: "no-devices"}, "Unprepare of an unknown claim without devices")
+}
+
+// checkAdminAccess prepares an admin-access claim on the device another
+// claim holds (prepared as held): Kubernetes allocates such claims next to
+// the device's owner, and the driver must grant monitoring access without
+// taking the device over. Unpreparing it must leave the owner's
+// preparation as it was.
+func checkAdminAccess(t testing.TB, call func() (context.Context, context.CancelFunc), p *pluginmgr.Plugin, owner pluginmgr.Claim, held []pluginmgr.PreparedDevice) {
+	t.Helper()
+	driver, pool, device := owner.Results[0].Driver, owner.Results[0].Pool, owner.Results[0].Device
+	admin := pluginmgr.Claim{
+		UID: newUID(), Namespace: "conformance", Name: "admin-access",
+		Results: []resourcev1.DeviceRequestAllocationResult{{Request: "monitor", Driver: driver, Pool: pool, Device: device, AdminAccess: ptr.To(true)}},
+	}
+	devs := prepare(t, call, p, admin, "Prepare with admin access of a device another claim holds")
+	if devs == nil {
+		return
+	}
+	if len(devs) != 1 || devs[0].Pool != pool || devs[0].Device != device {
+		t.Errorf("conformance: Prepare with admin access of %s/%s returned %d devices (%+v), want that one", pool, device, len(devs), devs)
+	}
+	for _, d := range devs {
+		for _, e := range validateEdits(d.Edits) {
+			t.Errorf("conformance: Prepare with admin access: device %s: %s", d.Device, e)
+		}
+	}
+	for i := range devs {
+		devs[i].AdminAccess = true // as a host hands it back
+	}
+	unprepare(t, call, p, pluginmgr.PreparedClaim{UID: admin.UID, Namespace: admin.Namespace, Name: admin.Name, Devices: devs}, "Unprepare of an admin-access claim")
+	if held == nil {
+		return
+	}
+	if again := prepare(t, call, p, owner, "Prepare of the owner after an admin-access claim"); again != nil &&
+		!reflect.DeepEqual(withoutTransitionTimes(again), withoutTransitionTimes(held)) {
+		t.Errorf("conformance: the owner's Prepare answered %+v after an admin-access claim of its device came and went, %+v before", again, held)
+	}
+}
+
+// checkShares prepares one claim with two shares of a device published
+// with allowMultipleAllocations (consumable capacity) and a second claim
+// with a third share, side by side: each share must come back as its own
+// entry carrying its share ID, which is what gives it its own CDI device.
+func checkShares(t testing.TB, call func() (context.Context, context.CancelFunc), p *pluginmgr.Plugin, driver, pool, device string) {
+	t.Helper()
+	shares := []types.UID{newUID(), newUID(), newUID()}
+	result := func(request string, share types.UID) resourcev1.DeviceRequestAllocationResult {
+		return resourcev1.DeviceRequestAllocationResult{Request: request, Driver: driver, Pool: pool, Device: device, ShareID: ptr.To(share)}
+	}
+	claims := []pluginmgr.Claim{
+		{UID: newUID(), Namespace: "conformance", Name: "two-shares", Results: []resourcev1.DeviceRequestAllocationResult{result("share-0", shares[0]), result("share-1", shares[1])}},
+		{UID: newUID(), Namespace: "conformance", Name: "third-share", Results: []resourcev1.DeviceRequestAllocationResult{result("share-2", shares[2])}},
+	}
+	for _, c := range claims {
+		devs := prepare(t, call, p, c, "Prepare of shares of "+pool+"/"+device)
+		if devs == nil {
+			continue
+		}
+		want := map[string]bool{}
+		for _, r := range c.Results {
+			want[string(*r.ShareID)] = true
+		}
+		got := map[string]int{}
+		for _, d := range devs {
+			got[d.ShareID]++
+			if d.Pool != pool || d.Device != device {
+				t.Errorf("conformance: Prepare of shares of %s/%s returned device %s/%s", pool, device, d.Pool, d.Device)
+			}
+		}
+		for id := range want {
+			if got[id] != 1 {
+				t.Errorf("conformance: Prepare of claim %s with %d shares of %s/%s: share %s answered %d times, want once (PreparedDevice.ShareID; each share gets its own CDI device)",
+					c.Name, len(c.Results), pool, device, id, got[id])
+			}
+		}
+		for id, n := range got {
+			if !want[id] {
+				t.Errorf("conformance: Prepare of claim %s returned %d entries with share ID %q, which was not allocated", c.Name, n, id)
+			}
+		}
+		defer unprepare(t, call, p, pluginmgr.PreparedClaim{UID: c.UID, Namespace: c.Namespace, Name: c.Name, Devices: devs}, "Unprepare of a claim with shares")
+	}
 }
 
 func prepare(t testing.TB, call func() (context.Context, context.CancelFunc), p *pluginmgr.Plugin, claim pluginmgr.Claim, what string) []pluginmgr.PreparedDevice {
@@ -144,6 +236,18 @@ func reportInvalid(t testing.TB, what string, err error) {
 	for _, problem := range ve.Problems {
 		t.Errorf("conformance: %s: %s", what, problem)
 	}
+}
+
+// sharedDevice is the first device published with allowMultipleAllocations.
+func sharedDevice(inv inventory.Inventory) (pool, device string, ok bool) {
+	for _, p := range inv.Pools {
+		for _, d := range p.Devices {
+			if d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations {
+				return p.Name, d.Name, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 func firstDevice(inv inventory.Inventory) (pool, device string, ok bool) {

@@ -85,7 +85,7 @@ func record(t testing.TB, p *pluginmgr.Plugin) *recorder {
 }
 
 func TestGoodPluginPasses(t *testing.T) {
-	for _, config := range []string{"", `{"status":true}`} {
+	for _, config := range []string{"", `{"status":true}`, `{"shared":true}`} {
 		t.Run("config="+config, func(t *testing.T) {
 			rec := record(t, launch(t, goodPlugin, []byte(config)...))
 			if rec.Failed() {
@@ -118,6 +118,9 @@ func TestBrokenPluginFails(t *testing.T) {
 		`status: condition 0: status "Yes", want True, False or Unknown`,
 		`status: data is not a JSON object: "[1]"`,
 		`status: networkData.ips: "10.0.0.1" is not in CIDR notation`,
+		`Prepare with admin access of a device another claim holds of claim`,
+		`Prepare of claim two-shares with 2 shares of node/gpu-2: share`,
+		`answered 0 times, want once (PreparedDevice.ShareID; each share gets its own CDI device)`,
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the kit did not report %q; it reported:\n%s", want, all)

@@ -47,6 +47,9 @@ type Config struct {
 	Status bool `json:"status"`
 	// StatelessPrepare is reported in Info as it is.
 	StatelessPrepare bool `json:"statelessPrepare"`
+	// Shared publishes dev0 with allowMultipleAllocations and a memory
+	// capacity shares consume.
+	Shared bool `json:"shared"`
 }
 
 // Driver is the test driver; the zero value is ready for Configure.
@@ -125,6 +128,14 @@ func (d *Driver) WatchDevices(ctx context.Context, send func(inventory.Inventory
 			},
 		})
 	}
+	if d.cfg.Shared && len(pool.Devices) > 0 {
+		dev := &pool.Devices[0]
+		dev.AllowMultipleAllocations = ptr.To(true)
+		dev.Capacity["memory"] = resourcev1.DeviceCapacity{
+			Value:         resource.MustParse("1Gi"),
+			RequestPolicy: &resourcev1.CapacityRequestPolicy{Default: ptr.To(resource.MustParse("256Mi"))},
+		}
+	}
 	if err := send(inventory.Inventory{Pools: []inventory.Pool{pool}}); err != nil {
 		return err
 	}
@@ -173,10 +184,17 @@ func (d *Driver) Prepare(ctx context.Context, claims []pluginmgr.Claim) ([]plugi
 			continue
 		}
 		for _, r := range c.Results {
+			env := []string{"TEST_DEVICE=" + r.Device}
+			if pluginmgr.AdminAccess(r) {
+				env = append(env, "TEST_ADMIN_ACCESS=true")
+			}
+			if id := pluginmgr.ShareID(r); id != "" {
+				env = append(env, "TEST_SHARE="+id)
+			}
 			out[i].Devices = append(out[i].Devices, pluginmgr.PreparedDevice{
-				Pool: r.Pool, Device: r.Device, Requests: []string{r.Request},
+				Pool: r.Pool, Device: r.Device, Requests: []string{r.Request}, ShareID: pluginmgr.ShareID(r),
 				Edits: pluginmgr.ContainerEdits{
-					Env:         []string{"TEST_DEVICE=" + r.Device},
+					Env:         env,
 					DeviceNodes: []pluginmgr.DeviceNode{{Path: "/dev/" + r.Device, FileMode: ptr.To(uint32(0o660))}},
 				},
 				Status: d.status(r.Device),

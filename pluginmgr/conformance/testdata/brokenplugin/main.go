@@ -1,7 +1,8 @@
 // Command brokenplugin breaks the plugin contract on purpose, for the
 // conformance kit's own tests: an empty version, a malformed config kind, invalid devices,
-// a Prepare that answers differently every time and an Unprepare that
-// rejects claims it does not know.
+// a Prepare that answers differently every time, refuses admin access and
+// answers two shares of a device as one, and an Unprepare that rejects
+// claims it does not know.
 package main
 
 import (
@@ -47,6 +48,7 @@ func (b *broken) WatchDevices(ctx context.Context, send func(inventory.Inventory
 			{Name: "GPU_0", Attributes: attrs},
 			{Name: "gpu-1", ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: "missing"}}},
 			{Name: "gpu-1"},
+			{Name: "gpu-2", AllowMultipleAllocations: ptr.To(true)},
 		},
 	}}})
 	if err != nil {
@@ -61,6 +63,10 @@ func (b *broken) Prepare(_ context.Context, claims []pluginmgr.Claim) ([]pluginm
 	for i, c := range claims {
 		n := b.calls.Add(1)
 		b.prepared[string(c.UID)] = true
+		if pluginmgr.AdminAccess(c.Results[0]) {
+			out[i] = pluginmgr.PrepareResult{ClaimUID: c.UID, Err: errors.New("device " + c.Results[0].Device + " is in use")}
+			continue
+		}
 		out[i] = pluginmgr.PrepareResult{ClaimUID: c.UID, Devices: []pluginmgr.PreparedDevice{{
 			Pool: c.Results[0].Pool, Device: c.Results[0].Device, Requests: []string{c.Results[0].Request},
 			Edits: pluginmgr.ContainerEdits{Env: []string{fmt.Sprintf("CALL=%d", n), "NOEQUALS"}, DeviceNodes: []pluginmgr.DeviceNode{{Path: "dev/gpu0"}}},

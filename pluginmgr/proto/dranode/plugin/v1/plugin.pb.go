@@ -679,7 +679,21 @@ type PreparedDevice struct {
 	// the host fills in driver, pool, device and shareID. Empty: no status
 	// (what plugins built before this field send). Only Prepare answers
 	// carry it.
-	Status        []byte `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	Status []byte `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	// The share of the device this entry is for: the shareID of the
+	// allocation result (consumable capacity, a device published with
+	// allowMultipleAllocations). A plugin answering Prepare copies it from the
+	// result it prepared, so that the host gives each share its own CDI
+	// device; the host hands it back on Unprepare. Empty: the device is not
+	// shared (and, from plugins built before this field, the host pairs
+	// entries with results in order).
+	ShareId string `protobuf:"bytes,6,opt,name=share_id,json=shareId,proto3" json:"share_id,omitempty"`
+	// The allocation result asked for admin access (monitoring-only access
+	// to a device that other claims may hold). Set by the host on Unprepare,
+	// from its record, so that a plugin knows not to reset a device it did
+	// not own; ignored in Prepare answers (the host takes it from the
+	// allocation).
+	AdminAccess   bool `protobuf:"varint,7,opt,name=admin_access,json=adminAccess,proto3" json:"admin_access,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -747,6 +761,20 @@ func (x *PreparedDevice) GetStatus() []byte {
 		return x.Status
 	}
 	return nil
+}
+
+func (x *PreparedDevice) GetShareId() string {
+	if x != nil {
+		return x.ShareId
+	}
+	return ""
+}
+
+func (x *PreparedDevice) GetAdminAccess() bool {
+	if x != nil {
+		return x.AdminAccess
+	}
+	return false
 }
 
 // ContainerEdits mirrors the CDI containerEdits of a device.
@@ -1497,13 +1525,15 @@ const file_dranode_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x12ClaimPrepareResult\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12;\n" +
 	"\adevices\x18\x02 \x03(\v2!.dranode.plugin.v1.PreparedDeviceR\adevices\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xa9\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xe7\x01\n" +
 	"\x0ePreparedDevice\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x1a\n" +
 	"\brequests\x18\x03 \x03(\tR\brequests\x127\n" +
 	"\x05edits\x18\x04 \x01(\v2!.dranode.plugin.v1.ContainerEditsR\x05edits\x12\x16\n" +
-	"\x06status\x18\x05 \x01(\fR\x06status\"\xc5\x01\n" +
+	"\x06status\x18\x05 \x01(\fR\x06status\x12\x19\n" +
+	"\bshare_id\x18\x06 \x01(\tR\ashareId\x12!\n" +
+	"\fadmin_access\x18\a \x01(\bR\vadminAccess\"\xc5\x01\n" +
 	"\x0eContainerEdits\x12\x10\n" +
 	"\x03env\x18\x01 \x03(\tR\x03env\x12@\n" +
 	"\fdevice_nodes\x18\x02 \x03(\v2\x1d.dranode.plugin.v1.DeviceNodeR\vdeviceNodes\x120\n" +
