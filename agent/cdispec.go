@@ -17,7 +17,9 @@ import (
 // the driver, with one CDI device per prepared device named
 // "<claim UID>-<device>", plus "-<share ID>" for a shared device (one
 // device allocated several times in a claim) and the pool when two pools
-// share a device name.
+// share a device name. A prepared device is the answer to the first unused
+// allocation result of its pool, device, request and, when the plugin says
+// (PreparedDevice.ShareID), share.
 func buildSpec(driverName, claimUID string, prepared []pluginmgr.PreparedDevice, results []resourcev1.DeviceRequestAllocationResult) (*cdi.Spec, []claimcache.Device, error) {
 	spec := &cdi.Spec{Kind: driverName + "/" + cdi.ClaimClass}
 	used := make([]bool, len(results))
@@ -25,7 +27,8 @@ func buildSpec(driverName, claimUID string, prepared []pluginmgr.PreparedDevice,
 	admin := make([]bool, len(prepared)) // recorded, so that the device is not held (claimcache.Hold)
 	for i, p := range prepared {
 		for j, r := range results {
-			if used[j] || r.Pool != p.Pool || r.Device != p.Device || (len(p.Requests) > 0 && !slices.Contains(p.Requests, r.Request)) {
+			if used[j] || r.Pool != p.Pool || r.Device != p.Device || (len(p.Requests) > 0 && !slices.Contains(p.Requests, r.Request)) ||
+				(p.ShareID != "" && pluginmgr.ShareID(r) != p.ShareID) {
 				continue
 			}
 			used[j] = true

@@ -111,7 +111,8 @@ func (a *Agent) unprepareDrivers(ctx context.Context, e claimcache.Entry) ([]str
 		}
 		pc := pluginmgr.PreparedClaim{UID: types.UID(uid), Namespace: e.Claim.Namespace, Name: e.Claim.Name}
 		for _, dev := range drivers[name] {
-			pc.Devices = append(pc.Devices, pluginmgr.PreparedDevice{Pool: dev.Pool, Device: dev.Device, Requests: dev.Requests})
+			pc.Devices = append(pc.Devices, pluginmgr.PreparedDevice{Pool: dev.Pool, Device: dev.Device, Requests: dev.Requests,
+				ShareID: dev.ShareID, AdminAccess: dev.AdminAccess})
 		}
 		res, err := d.plugin.Unprepare(ctx, []pluginmgr.PreparedClaim{pc})
 		if err != nil {
