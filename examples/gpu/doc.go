@@ -27,6 +27,14 @@
 //	statelessPrepare    report Prepare as leaving   default true
 //	                    nothing on the node
 //	                    (pluginmgr.Info)
+//	sharedGPUs          GPUs shared-gpu-N, each     default 0
+//	                    allocated many times
+//	                    (below)
+//	partitionedGPUs     GPUs partitioned-gpu-N,     default 0
+//	                    whole or in partitions
+//	                    (below)
+//	partitions          partitions of each          default 2, 2..8
+//	                    partitioned GPU
 //
 // # Device nodes
 //
@@ -71,6 +79,44 @@
 // Each prepared GPU reports a status (KEP-4817), which the agent writes to
 // the claim's status.devices: a Ready condition (reason Prepared) and, as
 // opaque data, {"uuid": "<uuid>", "model": "<model>"}.
+//
+// # Admin access
+//
+// A device allocated with adminAccess (a claim in a namespace labelled
+// resource.kubernetes.io/admin-access: "true"; GA in Kubernetes 1.36,
+// beta and on by default in 1.34 and 1.35) is prepared next to its owner
+// for monitoring: the container gets the device node and its
+// GPU_DEVICE_... variable, plus GPU_DEVICE_<DRIVER>_<N>_ACCESS=monitor,
+// and nothing about the GPU is set up or changed for it.
+//
+// # Shared GPUs (consumable capacity)
+//
+// With sharedGPUs set, shared-gpu-N is published with
+// allowMultipleAllocations and a memory capacity each allocation consumes
+// a part of: a quarter unless the request asks for more, in whole
+// quarters (KEP-5075; beta and on by default in Kubernetes 1.36 and 1.37;
+// alpha and off by default in 1.34 and 1.35, whose API servers store the
+// device without those fields: the agent logs the dropped fields, and the
+// device is then allocated whole, once). Every allocation carries a share
+// ID; each share is prepared as its own device, so the agent gives it its
+// own CDI device, with GPU_DEVICE_<DRIVER>_SHARED_<N>=<uuid> and
+// GPU_DEVICE_<DRIVER>_SHARED_<N>_SHARE_<share ID>=<memory> (the memory
+// the allocation consumed, or "default"); its node is
+// <containerDevDir>/shared-gpuN.
+//
+// # Partitioned GPUs (partitionable devices)
+//
+// With partitionedGPUs set, the pool gets a counter set
+// partitioned-gpu-N holding the GPU's memory, and devices
+// partitioned-gpu-N (the whole GPU, consuming all of it) and
+// partitioned-gpu-N-part-M (M < partitions, consuming an equal part
+// each), so that the scheduler hands out the whole GPU or partitions of
+// it, never both at once (KEP-4815; beta and on by default in Kubernetes
+// 1.36 and 1.37; alpha and off in 1.34 and 1.35, whose API servers drop
+// the counters: leave partitionedGPUs at 0 there, or the whole GPU and
+// its partitions become independent devices). Variables
+// GPU_DEVICE_<DRIVER>_PARTITIONED_<N>[_PART_<M>], nodes
+// partitioned-gpuN[-partM]. Health markers cover gpu-N only.
 //
 // # Time-slicing
 //

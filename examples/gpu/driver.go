@@ -82,9 +82,22 @@ type config struct {
 	// default, as Prepare only computes container edits; false makes the
 	// agent take the path of a driver that changes the node.
 	StatelessPrepare *bool `json:"statelessPrepare"`
+	// SharedGPUs publishes that many more GPUs, shared-gpu-0 on, with
+	// allowMultipleAllocations: each allocation is a share with its own
+	// share ID and memory (consumable capacity).
+	SharedGPUs int `json:"sharedGPUs"`
+	// PartitionedGPUs publishes that many more GPUs, partitioned-gpu-0 on,
+	// each as the whole GPU and Partitions partitions
+	// (partitioned-gpu-N-part-M) consuming one counter set, so that the
+	// scheduler allocates the whole or partitions of it, never both.
+	PartitionedGPUs int `json:"partitionedGPUs"`
+	Partitions      int `json:"partitions"`
 
 	memory resource.Quantity
 }
+
+// maxPartitions bounds the partitions of a partitioned GPU.
+const maxPartitions = 8
 
 // defaultDriverName is the driver name when none is configured; its device
 // nodes appear in containers as /dev/gpuN.
@@ -152,11 +165,21 @@ func parseConfig(raw []byte) (config, error) {
 	if c.HealthPollInterval == 0 {
 		c.HealthPollInterval = duration(defaultHealthPoll)
 	}
+	if c.Partitions == 0 {
+		c.Partitions = 2
+	}
 	if err := inventory.ValidateDriverName(c.DriverName); err != nil {
 		return config{}, fmt.Errorf("%w: %w", errConfig, err)
 	}
 	if *c.NumDevices < 0 || *c.NumDevices > maxDevices {
 		return config{}, fmt.Errorf("%w: numDevices %d is outside 0..%d", errConfig, *c.NumDevices, maxDevices)
+	}
+	if c.SharedGPUs < 0 || c.PartitionedGPUs < 0 || *c.NumDevices+c.SharedGPUs+c.PartitionedGPUs*(1+c.Partitions) > maxDevices {
+		return config{}, fmt.Errorf("%w: numDevices %d, sharedGPUs %d and partitionedGPUs %d (with %d partitions each) make more than %d devices or are negative",
+			errConfig, *c.NumDevices, c.SharedGPUs, c.PartitionedGPUs, c.Partitions, maxDevices)
+	}
+	if c.Partitions < 2 || c.Partitions > maxPartitions {
+		return config{}, fmt.Errorf("%w: partitions %d is outside 2..%d", errConfig, c.Partitions, maxPartitions)
 	}
 	if !filepath.IsAbs(c.DevRoot) {
 		return config{}, fmt.Errorf("%w: devRoot %q must be absolute", errConfig, c.DevRoot)
@@ -174,6 +197,9 @@ func parseConfig(raw []byte) (config, error) {
 	q, err := resource.ParseQuantity(c.Memory)
 	if err != nil || q.Sign() <= 0 {
 		return config{}, fmt.Errorf("%w: memory %q is not a positive quantity", errConfig, c.Memory)
+	}
+	if q.Value()%int64(c.Partitions) != 0 && c.PartitionedGPUs > 0 {
+		return config{}, fmt.Errorf("%w: memory %s is not divisible into %d partitions", errConfig, c.Memory, c.Partitions)
 	}
 	c.memory = q
 	if c.HealthPollInterval < 0 {
@@ -257,17 +283,66 @@ func markerPath(cfg config, i int) string {
 // GPU_DEVICE_<driver name in upper case, every character other than a
 // letter or digit as "_">_<i>, e.g. GPU_DEVICE_GPU_EXAMPLE_COM_0.
 func envPrefix(driverName string, i int) string {
+	return "GPU_DEVICE_" + envWord(driverName) + "_" + strconv.Itoa(i)
+}
+
+// envWord is s in upper case with every character other than a letter or
+// digit as "_", for a variable name.
+func envWord(s string) string {
 	var b strings.Builder
-	b.WriteString("GPU_DEVICE_")
-	for _, r := range strings.ToUpper(driverName) {
+	for _, r := range strings.ToUpper(s) {
 		if r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
 			b.WriteRune(r)
 		} else {
 			b.WriteByte('_')
 		}
 	}
-	b.WriteString("_" + strconv.Itoa(i))
 	return b.String()
+}
+
+// simulated is what Prepare needs of one published device.
+type simulated struct {
+	uuid   string
+	env    string // its variables' prefix
+	path   string // its device node in the container
+	marker string // the file that marks it unhealthy; "" for none
+}
+
+// lookupDevice finds a published device by name: gpu-N (variables
+// GPU_DEVICE_<DRIVER>_N, node gpuN), shared-gpu-N (..._SHARED_N,
+// shared-gpuN), partitioned-gpu-N (..._PARTITIONED_N, partitioned-gpuN)
+// and its partitions partitioned-gpu-N-part-M (..._PARTITIONED_N_PART_M,
+// partitioned-gpuN-partM). Only gpu-N have health markers.
+func lookupDevice(cfg config, name string) (simulated, bool) {
+	index := func(s string, n int) (int, bool) {
+		i, err := strconv.Atoi(s)
+		return i, err == nil && i >= 0 && i < n && strconv.Itoa(i) == s
+	}
+	prefix := "GPU_DEVICE_" + envWord(cfg.DriverName) + "_"
+	if rest, ok := strings.CutPrefix(name, "gpu-"); ok {
+		i, ok := index(rest, *cfg.NumDevices)
+		return simulated{uuid: deviceUUID(cfg.DriverName, i), env: envPrefix(cfg.DriverName, i), path: containerPath(cfg, i), marker: markerPath(cfg, i)}, ok
+	}
+	if rest, ok := strings.CutPrefix(name, "shared-gpu-"); ok {
+		_, ok := index(rest, cfg.SharedGPUs)
+		return simulated{uuid: uuidOf(cfg.DriverName, name), env: prefix + "SHARED_" + rest, path: filepath.Join(cfg.ContainerDevDir, "shared-gpu"+rest)}, ok
+	}
+	if rest, ok := strings.CutPrefix(name, "partitioned-gpu-"); ok {
+		gpu, part, isPart := strings.Cut(rest, "-part-")
+		if _, ok := index(gpu, cfg.PartitionedGPUs); !ok {
+			return simulated{}, false
+		}
+		dev := simulated{uuid: uuidOf(cfg.DriverName, name), env: prefix + "PARTITIONED_" + gpu, path: filepath.Join(cfg.ContainerDevDir, "partitioned-gpu"+gpu)}
+		if isPart {
+			if _, ok := index(part, cfg.Partitions); !ok {
+				return simulated{}, false
+			}
+			dev.env += "_PART_" + part
+			dev.path += "-part" + part
+		}
+		return dev, true
+	}
+	return simulated{}, false
 }
 
 // containerPath is where GPU i's device node appears in the container.
@@ -275,10 +350,14 @@ func containerPath(cfg config, i int) string {
 	return filepath.Join(cfg.ContainerDevDir, "gpu"+strconv.Itoa(i))
 }
 
-// deviceUUID is stable across restarts and nodes for one driver and index,
-// the way a real GPU's UUID is stable across reboots.
-func deviceUUID(driverName string, i int) string {
-	sum := sha256.Sum256([]byte(driverName + "/" + strconv.Itoa(i)))
+// deviceUUID is GPU i's UUID, stable across restarts and nodes for one
+// driver and index, the way a real GPU's UUID is stable across reboots.
+func deviceUUID(driverName string, i int) string { return uuidOf(driverName, strconv.Itoa(i)) }
+
+// uuidOf is the UUID of the device with the given key (a GPU's index,
+// another device's name).
+func uuidOf(driverName, key string) string {
+	sum := sha256.Sum256([]byte(driverName + "/" + key))
 	h := fmt.Sprintf("%x", sum[:16])
 	return "GPU-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
@@ -287,20 +366,75 @@ func deviceUUID(driverName string, i int) string {
 func buildInventory(cfg config, nodeName string) inventory.Inventory {
 	pool := inventory.Pool{Name: nodeName}
 	for i := range *cfg.NumDevices {
-		pool.Devices = append(pool.Devices, resourcev1.Device{
-			Name: deviceName(i),
-			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-				"model":         {StringValue: ptr.To(cfg.Model)},
-				"uuid":          {StringValue: ptr.To(deviceUUID(cfg.DriverName, i))},
-				"index":         {IntValue: ptr.To(int64(i))},
-				"driverVersion": {VersionValue: ptr.To(strings.TrimPrefix(driverVersion, "v"))},
-			},
-			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
-				"memory": {Value: cfg.memory},
-			},
-		})
+		pool.Devices = append(pool.Devices, gpuDevice(cfg, deviceName(i), deviceUUID(cfg.DriverName, i), i, cfg.memory))
+	}
+	for i := range cfg.SharedGPUs {
+		pool.Devices = append(pool.Devices, sharedDevice(cfg, i))
+	}
+	for i := range cfg.PartitionedGPUs {
+		set, devices := partitionedDevices(cfg, i)
+		pool.SharedCounters = append(pool.SharedCounters, set)
+		pool.Devices = append(pool.Devices, devices...)
 	}
 	return inventory.Inventory{Pools: []inventory.Pool{pool}}
+}
+
+// gpuDevice is a simulated GPU's device with its attributes and memory.
+func gpuDevice(cfg config, name, uuid string, index int, memory resource.Quantity) resourcev1.Device {
+	return resourcev1.Device{
+		Name: name,
+		Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"model":         {StringValue: ptr.To(cfg.Model)},
+			"uuid":          {StringValue: ptr.To(uuid)},
+			"index":         {IntValue: ptr.To(int64(index))},
+			"driverVersion": {VersionValue: ptr.To(strings.TrimPrefix(driverVersion, "v"))},
+		},
+		Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
+			"memory": {Value: memory},
+		},
+	}
+}
+
+// sharedDevice is shared GPU i: allocated any number of times, each
+// allocation a share of its memory, a quarter of it unless the request
+// asks for more, in whole quarters (consumable capacity, KEP-5075: beta and
+// on by default in Kubernetes 1.36; alpha and off in 1.34 and 1.35, whose
+// API servers store the device without allowMultipleAllocations and the
+// policy, which the agent reports as dropped fields).
+func sharedDevice(cfg config, i int) resourcev1.Device {
+	name := "shared-gpu-" + strconv.Itoa(i)
+	d := gpuDevice(cfg, name, uuidOf(cfg.DriverName, name), i, cfg.memory)
+	d.AllowMultipleAllocations = ptr.To(true)
+	if quarter := cfg.memory.Value() / 4; quarter > 0 {
+		q := *resource.NewQuantity(quarter, resource.BinarySI)
+		d.Capacity["memory"] = resourcev1.DeviceCapacity{Value: cfg.memory, RequestPolicy: &resourcev1.CapacityRequestPolicy{
+			Default: &q, ValidRange: &resourcev1.CapacityRequestPolicyRange{Min: &q, Step: &q},
+		}}
+	}
+	return d
+}
+
+// partitionedDevices is partitioned GPU i (KEP-4815, partitionable
+// devices: beta and on by default in Kubernetes 1.36; alpha and off in 1.34
+// and 1.35): a counter set of its memory, the whole GPU consuming all of
+// it, and cfg.Partitions partitions consuming an equal part each.
+func partitionedDevices(cfg config, i int) (resourcev1.CounterSet, []resourcev1.Device) {
+	name := "partitioned-gpu-" + strconv.Itoa(i)
+	consume := func(q resource.Quantity) []resourcev1.DeviceCounterConsumption {
+		return []resourcev1.DeviceCounterConsumption{{CounterSet: name, Counters: map[string]resourcev1.Counter{"memory": {Value: q}}}}
+	}
+	whole := gpuDevice(cfg, name, uuidOf(cfg.DriverName, name), i, cfg.memory)
+	whole.ConsumesCounters = consume(cfg.memory)
+	devices := []resourcev1.Device{whole}
+	part := *resource.NewQuantity(cfg.memory.Value()/int64(cfg.Partitions), resource.BinarySI)
+	for m := range cfg.Partitions {
+		pname := name + "-part-" + strconv.Itoa(m)
+		d := gpuDevice(cfg, pname, uuidOf(cfg.DriverName, pname), i, part)
+		d.Attributes["partition"] = resourcev1.DeviceAttribute{IntValue: ptr.To(int64(m))}
+		d.ConsumesCounters = consume(part)
+		devices = append(devices, d)
+	}
+	return resourcev1.CounterSet{Name: name, Counters: map[string]resourcev1.Counter{"memory": {Value: cfg.memory}}}, devices
 }
 
 func (d *driver) waitConfigured(ctx context.Context) (config, error) {
@@ -471,16 +605,30 @@ func prepareClaim(cfg config, c pluginmgr.Claim) ([]pluginmgr.PreparedDevice, er
 		if r.Driver != cfg.DriverName {
 			continue
 		}
-		idx, ok := strings.CutPrefix(r.Device, "gpu-")
-		i, err := strconv.Atoi(idx)
-		if !ok || err != nil || i < 0 || i >= *cfg.NumDevices || deviceName(i) != r.Device {
-			return nil, fmt.Errorf("device %q is not one of this driver's %d GPUs", r.Device, *cfg.NumDevices)
+		dev, ok := lookupDevice(cfg, r.Device)
+		if !ok {
+			return nil, fmt.Errorf("device %q is not one of this driver's devices (%d GPUs, %d shared, %d partitioned)", r.Device, *cfg.NumDevices, cfg.SharedGPUs, cfg.PartitionedGPUs)
 		}
-		if _, err := os.Stat(markerPath(cfg, i)); err == nil {
-			return nil, fmt.Errorf("device %s is unhealthy", r.Device)
+		if dev.marker != "" {
+			if _, err := os.Stat(dev.marker); err == nil {
+				return nil, fmt.Errorf("device %s is unhealthy", r.Device)
+			}
 		}
-		prefix := envPrefix(cfg.DriverName, i)
-		env := []string{prefix + "=" + deviceUUID(cfg.DriverName, i)}
+		prefix := dev.env
+		env := []string{prefix + "=" + dev.uuid}
+		if pluginmgr.AdminAccess(r) {
+			// Monitoring access next to the device's owner: the workload
+			// is told, and nothing about the GPU is set up for it.
+			env = append(env, prefix+"_ACCESS=monitor")
+		}
+		share := pluginmgr.ShareID(r)
+		if share != "" {
+			memory := "default"
+			if q, ok := r.ConsumedCapacity["memory"]; ok {
+				memory = q.String()
+			}
+			env = append(env, prefix+"_SHARE_"+envWord(share)+"="+memory)
+		}
 		// Later configurations override earlier ones (claim after class).
 		var sharing []string
 		for _, dc := range c.Configs {
@@ -500,14 +648,14 @@ func prepareClaim(cfg config, c pluginmgr.Claim) ([]pluginmgr.PreparedDevice, er
 		}
 		env = append(env, sharing...)
 		devices = append(devices, pluginmgr.PreparedDevice{
-			Pool: r.Pool, Device: r.Device, Requests: []string{r.Request},
+			Pool: r.Pool, Device: r.Device, Requests: []string{r.Request}, ShareID: share,
 			Edits: pluginmgr.ContainerEdits{
 				Env: env,
 				DeviceNodes: []pluginmgr.DeviceNode{{
-					Path: containerPath(cfg, i), HostPath: cfg.HostDeviceNode,
+					Path: dev.path, HostPath: cfg.HostDeviceNode,
 				}},
 			},
-			Status: deviceStatus(cfg, i),
+			Status: deviceStatus(cfg, dev.uuid),
 		})
 	}
 	if len(devices) == 0 {
@@ -525,8 +673,8 @@ type statusData struct {
 // deviceStatus is what the agent publishes for a prepared GPU in the
 // claim's status.devices: Ready, with its UUID and model, which a user
 // reads with kubectl instead of from inside the container.
-func deviceStatus(cfg config, i int) *resourcev1.AllocatedDeviceStatus {
-	data, _ := json.Marshal(statusData{UUID: deviceUUID(cfg.DriverName, i), Model: cfg.Model}) // strings only: cannot fail
+func deviceStatus(cfg config, uuid string) *resourcev1.AllocatedDeviceStatus {
+	data, _ := json.Marshal(statusData{UUID: uuid, Model: cfg.Model}) // strings only: cannot fail
 	return &resourcev1.AllocatedDeviceStatus{
 		Conditions: []metav1.Condition{{
 			Type: "Ready", Status: metav1.ConditionTrue, Reason: "Prepared",

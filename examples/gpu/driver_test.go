@@ -13,8 +13,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"google.golang.org/protobuf/proto"
 
@@ -165,7 +168,7 @@ func TestPrepareEdits(t *testing.T) {
 			Configs: []resourcev1.DeviceAllocationConfiguration{opaque("gpu.example.com", nil, strings.Replace(timeSlicing, "Long", "Forever", 1))}},
 			wantErr: `interval "Forever"`},
 		{name: "unknown device", claim: pluginmgr.Claim{UID: "5", Results: []resourcev1.DeviceRequestAllocationResult{result("r", "gpu-7")}},
-			wantErr: `device "gpu-7" is not one of this driver's 2 GPUs`},
+			wantErr: `device "gpu-7" is not one of this driver's devices (2 GPUs`},
 		{name: "wrong kind", claim: pluginmgr.Claim{UID: "6",
 			Results: []resourcev1.DeviceRequestAllocationResult{result("r", "gpu-0")},
 			Configs: []resourcev1.DeviceAllocationConfiguration{opaque("gpu.example.com", nil, `{"apiVersion": "gpu.example.com/v1", "kind": "NicConfig"}`)}},
@@ -209,6 +212,74 @@ func TestPrepareEdits(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Shared GPUs are published with allowMultipleAllocations and consumable
+// memory, partitioned ones as a whole and partitions on one counter set,
+// and the inventory is one the API server accepts (inventory.Validate).
+// Each share is prepared as its own entry with its share ID and memory;
+// admin access is marked in the environment.
+func TestSharedPartitionedAndAdminAccess(t *testing.T) {
+	d, cfg := configured(t, `{"numDevices": 1, "sharedGPUs": 1, "partitionedGPUs": 1, "partitions": 2, "memory": "40Gi", "devRoot": "`+t.TempDir()+`"}`)
+	inv := buildInventory(cfg, "node-1")
+	if err := inventory.Validate(inv); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, dev := range inv.Pools[0].Devices {
+		names = append(names, dev.Name)
+	}
+	if want := []string{"gpu-0", "shared-gpu-0", "partitioned-gpu-0", "partitioned-gpu-0-part-0", "partitioned-gpu-0-part-1"}; !slices.Equal(names, want) {
+		t.Fatalf("devices %v, want %v", names, want)
+	}
+	shared := inv.Pools[0].Devices[1]
+	if shared.AllowMultipleAllocations == nil || !*shared.AllowMultipleAllocations || shared.Capacity["memory"].RequestPolicy == nil {
+		t.Errorf("shared-gpu-0 = %+v, want allowMultipleAllocations and a request policy", shared)
+	}
+	if sets := inv.Pools[0].SharedCounters; len(sets) != 1 || sets[0].Name != "partitioned-gpu-0" {
+		t.Errorf("counter sets %+v, want partitioned-gpu-0", sets)
+	}
+	for _, dev := range inv.Pools[0].Devices[2:] {
+		if len(dev.ConsumesCounters) != 1 || dev.ConsumesCounters[0].CounterSet != "partitioned-gpu-0" {
+			t.Errorf("%s consumes %+v, want from partitioned-gpu-0", dev.Name, dev.ConsumesCounters)
+		}
+	}
+
+	share := func(id string) *types.UID { u := types.UID(id); return &u }
+	ten := resource.MustParse("10Gi")
+	claim := pluginmgr.Claim{UID: "c", Namespace: "n", Name: "c", Results: []resourcev1.DeviceRequestAllocationResult{
+		{Request: "a", Driver: "gpu.example.com", Pool: "p", Device: "shared-gpu-0", ShareID: share("11111111-aaaa"), ConsumedCapacity: map[resourcev1.QualifiedName]resource.Quantity{"memory": ten}},
+		{Request: "b", Driver: "gpu.example.com", Pool: "p", Device: "shared-gpu-0", ShareID: share("22222222-bbbb")},
+		{Request: "m", Driver: "gpu.example.com", Pool: "p", Device: "gpu-0", AdminAccess: ptr.To(true)},
+		{Request: "p", Driver: "gpu.example.com", Pool: "p", Device: "partitioned-gpu-0-part-1"},
+	}}
+	res, err := d.Prepare(context.Background(), []pluginmgr.Claim{claim})
+	if err != nil || res[0].Err != nil {
+		t.Fatal(err, res[0].Err)
+	}
+	want := []struct {
+		share, node string
+		env         []string
+	}{
+		{"11111111-aaaa", "/dev/shared-gpu0", []string{"GPU_DEVICE_GPU_EXAMPLE_COM_SHARED_0=" + uuidOf("gpu.example.com", "shared-gpu-0"), "GPU_DEVICE_GPU_EXAMPLE_COM_SHARED_0_SHARE_11111111_AAAA=10Gi"}},
+		{"22222222-bbbb", "/dev/shared-gpu0", []string{"GPU_DEVICE_GPU_EXAMPLE_COM_SHARED_0=" + uuidOf("gpu.example.com", "shared-gpu-0"), "GPU_DEVICE_GPU_EXAMPLE_COM_SHARED_0_SHARE_22222222_BBBB=default"}},
+		{"", "/dev/gpu0", []string{"GPU_DEVICE_GPU_EXAMPLE_COM_0=" + deviceUUID("gpu.example.com", 0), "GPU_DEVICE_GPU_EXAMPLE_COM_0_ACCESS=monitor"}},
+		{"", "/dev/partitioned-gpu0-part1", []string{"GPU_DEVICE_GPU_EXAMPLE_COM_PARTITIONED_0_PART_1=" + uuidOf("gpu.example.com", "partitioned-gpu-0-part-1")}},
+	}
+	if len(res[0].Devices) != len(want) {
+		t.Fatalf("devices %+v", res[0].Devices)
+	}
+	for i, dev := range res[0].Devices {
+		if dev.ShareID != want[i].share || dev.Edits.DeviceNodes[0].Path != want[i].node || !slices.Equal(dev.Edits.Env, want[i].env) {
+			t.Errorf("device %d (%s): share %q, node %s, env %v; want %q, %s, %v", i, dev.Device, dev.ShareID, dev.Edits.DeviceNodes[0].Path, dev.Edits.Env, want[i].share, want[i].node, want[i].env)
+		}
+	}
+	for _, bad := range []string{"shared-gpu-1", "partitioned-gpu-0-part-2", "partitioned-gpu-1", "gpu-01"} {
+		res, _ := d.Prepare(context.Background(), []pluginmgr.Claim{{UID: "x", Results: []resourcev1.DeviceRequestAllocationResult{{Request: "r", Driver: "gpu.example.com", Pool: "p", Device: bad}}}})
+		if res[0].Err == nil {
+			t.Errorf("Prepare of %s succeeded, want an error", bad)
+		}
 	}
 }
 

@@ -64,6 +64,9 @@ func launchGPU(t *testing.T, cfg map[string]any, opts pluginmgr.Options) *plugin
 
 func TestConformance(t *testing.T) {
 	p := launchGPU(t, map[string]any{"devRoot": t.TempDir()}, pluginmgr.Options{})
+	t.Run("shared and partitioned", func(t *testing.T) {
+		conformance.Run(t, launchGPU(t, map[string]any{"devRoot": t.TempDir(), "sharedGPUs": 1, "partitionedGPUs": 1}, pluginmgr.Options{}), conformance.Options{})
+	})
 	conformance.Run(t, p, conformance.Options{})
 	inv, _, err := p.WaitInventory(context.Background(), 0)
 	if err != nil {
