@@ -109,5 +109,12 @@ func (a *Agent) sweepSpecs() {
 		if len(removed) > 0 {
 			a.log.Info("Removed CDI specs of unrecorded claims", "driver", name, "files", removed)
 		}
+		gone, err := sweepMetadata(a.cfg.Kubelet.PluginsDir, name, func(uid string) bool { return recorded[uid] })
+		if err != nil {
+			a.log.Error(err, "Sweeping device metadata", "driver", name)
+		}
+		if len(gone) > 0 {
+			a.log.Info("Removed device metadata of unrecorded claims", "driver", name, "claims", gone)
+		}
 	}
 }

@@ -306,6 +306,12 @@ func (a *Agent) prepareDriver(ctx context.Context, claim *resourcev1.ResourceCla
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if a.cfg.CDI.DeviceMetadata {
+		inv, _ := d.plugin.Inventory()
+		if err := addMetadata(a.cfg.Kubelet.PluginsDir, driverName, claim, inv, pc.Results, results[0].Devices, spec, devices); err != nil {
+			return nil, nil, nil, fmt.Errorf("driver %s: %w", driverName, err)
+		}
+	}
 	return devices, spec, deviceStatuses(driverName, results[0].Devices, devices), nil
 }
 

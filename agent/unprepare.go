@@ -124,6 +124,9 @@ func (a *Agent) unprepareDrivers(ctx context.Context, e claimcache.Entry) ([]str
 		if err := a.specs.Remove(name, cdi.ClaimClass, uid); err != nil {
 			return nil, fmt.Errorf("driver %s: %w", name, err)
 		}
+		if err := removeMetadata(a.cfg.Kubelet.PluginsDir, name, uid); err != nil {
+			return nil, fmt.Errorf("driver %s: %w", name, err)
+		}
 	}
 	return names, nil
 }

@@ -105,6 +105,9 @@ type Kubelet struct {
 // CDI is where the container runtime loads CDI specs from.
 type CDI struct {
 	Dir string
+	// DeviceMetadata writes each request's device metadata file and mounts
+	// it into the claim's containers (KEP-5304; see metadata.go).
+	DeviceMetadata bool
 }
 
 // Plugins lists the driver plugins to run.

@@ -50,6 +50,12 @@ var configKeys = []configKey{
 			"a missing or unreadable file stops the sweep, and in standalone mode a missing file is expected: no kubelet)"),
 	withDoc(pathKey("cdi.dir", "cdi-dir", "CDI spec directory of the container runtime", "/var/run/cdi",
 		func(c *Config) *string { return &c.CDI.Dir }), "CDI specs"),
+	&setting[bool]{key: "cdi.deviceMetadata", flag: "cdi-device-metadata",
+		help: "mount each request's device metadata file (KEP-5304) into the claim's containers",
+		markdown: "write each request's device metadata file (KEP-5304: the devices' attributes, as the upstream helper of Kubernetes 1.37 writes them) " +
+			"under `kubelet.pluginsDir/<driver>/dra-device-metadata/` and mount it read-only into the claim's containers at " +
+			"`/var/run/kubernetes.io/dra-device-attributes/…`; off by default (alpha in Kubernetes 1.36, beta in 1.37; see \"Device metadata\")",
+		def: func() bool { return false }, field: func(c *Config) *bool { return &c.CDI.DeviceMetadata }},
 	driversKey{},
 	withCheck(durationKey("slices.syncDelay", "slices-sync-delay", "coalescing delay of ResourceSlice writes", 100*time.Millisecond,
 		func(c *Config) *time.Duration { return &c.Slices.SyncDelay }), notNegative),
