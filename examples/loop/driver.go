@@ -399,7 +399,8 @@ func (d *Driver) prepared(cfg Config, r resourcev1.DeviceRequestAllocationResult
 }
 
 // Unprepare zeroes each disk of the claims, so that the next claim reads
-// zeros, and detaches nothing: the loop device stays attached for the next
+// zeros (except a disk prepared for admin access, which its owner may still
+// be using), and detaches nothing: the loop device stays attached for the next
 // claim. The disk is found by its backing file, never by the loop device
 // number recorded at Prepare, which may hold someone else's file by now.
 func (d *Driver) Unprepare(ctx context.Context, claims []pluginmgr.PreparedClaim) ([]pluginmgr.UnprepareResult, error) {
@@ -413,6 +414,11 @@ func (d *Driver) Unprepare(ctx context.Context, claims []pluginmgr.PreparedClaim
 			idx, ok := d.diskIndex(dev.Device)
 			if !ok {
 				continue // not ours: nothing to undo
+			}
+			if dev.AdminAccess {
+				// A claim that only watched the disk next to its owner:
+				// the owner's data is not ours to zero.
+				continue
 			}
 			d.mu.Lock()
 			err := d.zero(idx)

@@ -20,6 +20,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/dranode/dranode/examples/loop/internal/looptest"
 	"github.com/dranode/dranode/examples/loop/loopdev"
@@ -151,6 +152,19 @@ func TestNextClaimReadsZeros(t *testing.T) {
 	writeAndSync(t, node.HostPath, pattern)
 	if got := readDevice(t, node.HostPath); !bytes.Equal(got[:len(pattern)], pattern) {
 		t.Fatal("the pattern did not read back")
+	}
+	// An admin-access claim watches the disk next to its owner; its
+	// Unprepare (the host says AdminAccess) leaves the owner's data.
+	admin := claimFor("disk-1")
+	admin.UID = "uid-admin"
+	admin.Results[0].AdminAccess = ptr.To(true)
+	adminDevs := mustPrepare(t, p, admin)
+	for i := range adminDevs {
+		adminDevs[i].AdminAccess = true
+	}
+	unprepare(t, p, admin, adminDevs)
+	if got := readDevice(t, node.HostPath); !bytes.Equal(got[:len(pattern)], pattern) {
+		t.Fatal("an admin-access claim's Unprepare zeroed the owner's disk")
 	}
 	unprepare(t, p, first, devs)
 
