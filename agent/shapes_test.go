@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+)
+
+// The gpu plugin with a shared and a partitioned GPU, end to end through a
+// standalone agent: the slices carry allowMultipleAllocations, the counter
+// set and what each device consumes; a claim with two shares of the shared
+// GPU and a partition is prepared with a CDI device per share, and each
+// share's edits are its own.
+func TestSharedAndPartitionedGPUs(t *testing.T) {
+	e := newTestEnv(t, gpuDriver)
+	e.cfg.Plugins.Drivers[0].Config["sharedGPUs"] = 1
+	e.cfg.Plugins.Drivers[0].Config["partitionedGPUs"] = 1
+	e.start(t, Options{})
+
+	files, err := filepath.Glob(filepath.Join(e.cfg.Slices.DryRunDir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counterSets []string
+	consumes := map[string]string{}
+	shared := false
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s resourcev1.ResourceSlice
+		if err := yaml.UnmarshalStrict(data, &s); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, cs := range s.Spec.SharedCounters {
+			counterSets = append(counterSets, cs.Name)
+		}
+		for _, d := range s.Spec.Devices {
+			if d.Name == "shared-gpu-0" && d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations {
+				shared = true
+			}
+			for _, c := range d.ConsumesCounters {
+				consumes[d.Name] = c.CounterSet
+			}
+		}
+	}
+	if !shared || !slices.Equal(counterSets, []string{"partitioned-gpu-0"}) || len(consumes) != 3 || consumes["partitioned-gpu-0-part-1"] != "partitioned-gpu-0" {
+		t.Fatalf("published: shared-gpu-0 with allowMultipleAllocations %v, counter sets %v, consumers %v", shared, counterSets, consumes)
+	}
+
+	c := claim("default", "shapes", "00000000-0000-0000-0006-000000000000", "node-a",
+		[2]string{gpuDriver, "shared-gpu-0"}, [2]string{gpuDriver, "shared-gpu-0"}, [2]string{gpuDriver, "partitioned-gpu-0-part-1"})
+	results := c.Status.Allocation.Devices.Results
+	share1, share2 := types.UID("aaaaaaaa-0000-0000-0000-00000000000a"), types.UID("aaaaaaaa-0000-0000-0000-00000000000b")
+	results[0].ShareID, results[1].ShareID = &share1, &share2
+	results[1].Request, results[2].Request = "req2", "req3"
+	e.writeClaim(t, c)
+	r := connectKubelet(t, e.cfg, gpuDriver).prepare(t, c)[string(c.UID)]
+	if r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	spec := readSpec(t, specPath(e.cfg, gpuDriver, string(c.UID)))
+	env := map[string][]string{}
+	for _, d := range spec.Devices {
+		env[d.Name] = d.ContainerEdits.Env
+	}
+	for _, share := range []types.UID{share1, share2} {
+		name := string(c.UID) + "-shared-gpu-0-" + string(share)
+		if len(env[name]) != 2 {
+			t.Errorf("CDI device %s: env %v, want the GPU's and its share's variables", name, env[name])
+		}
+	}
+	if e1, e2 := env[string(c.UID)+"-shared-gpu-0-"+string(share1)], env[string(c.UID)+"-shared-gpu-0-"+string(share2)]; len(e1) == 2 && len(e2) == 2 && e1[1] == e2[1] {
+		t.Errorf("two shares got the same share variable %s", e1[1])
+	}
+	if _, ok := env[string(c.UID)+"-partitioned-gpu-0-part-1"]; !ok || len(spec.Devices) != 3 {
+		t.Errorf("spec devices %v, want two shares and the partition", env)
+	}
+}
