@@ -106,7 +106,7 @@ type Kubelet struct {
 type CDI struct {
 	Dir string
 	// DeviceMetadata writes each request's device metadata file and mounts
-	// it into the claim's containers (KEP-5304; see metadata.go).
+	// it into the claim's containers (KEP-5304; the agent package's metadata.go).
 	DeviceMetadata bool
 }
 
