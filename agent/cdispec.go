@@ -32,10 +32,7 @@ func buildSpec(driverName, claimUID string, prepared []pluginmgr.PreparedDevice,
 				continue
 			}
 			used[j] = true
-			if r.ShareID != nil {
-				shareIDs[i] = string(*r.ShareID)
-			}
-			admin[i] = r.AdminAccess != nil && *r.AdminAccess
+			shareIDs[i], admin[i] = pluginmgr.ShareID(r), pluginmgr.AdminAccess(r)
 			break
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/dranode/dranode/claimcache"
+	"github.com/dranode/dranode/pluginmgr"
 )
 
 // refusedDeviceInUse is the reason label of dranode_prepare_refused_total
@@ -32,11 +33,8 @@ func (a *Agent) holdDevices(ref claimcache.ClaimRef, claim *resourcev1.ResourceC
 		if a.driver(r.Driver) == nil {
 			continue
 		}
-		d := claimcache.Device{Pool: r.Pool, Device: r.Device, Requests: []string{r.Request}, AdminAccess: r.AdminAccess != nil && *r.AdminAccess}
-		if r.ShareID != nil {
-			d.ShareID = string(*r.ShareID)
-		}
-		allocated[r.Driver] = append(allocated[r.Driver], d)
+		allocated[r.Driver] = append(allocated[r.Driver], claimcache.Device{Pool: r.Pool, Device: r.Device, Requests: []string{r.Request},
+			ShareID: pluginmgr.ShareID(r), AdminAccess: pluginmgr.AdminAccess(r)})
 	}
 	h, err := a.record.cache.Hold(ref, allocated, a.shareable)
 	if err != nil {
