@@ -10,7 +10,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	resourcev1 "k8s.io/api/resource/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/dranode/dranode/pluginmgr"
 )
@@ -50,20 +49,8 @@ func TestSetHealthChangesOnlyOnANewUnhealthySet(t *testing.T) {
 // taints as "key=effect".
 func dryRunTaints(t *testing.T, dir string) map[string][]string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string][]string{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s resourcev1.ResourceSlice
-		if err := yaml.UnmarshalStrict(data, &s); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+	for _, s := range dryRunSlices(t, dir) {
 		for _, d := range s.Spec.Devices {
 			out[d.Name] = nil
 			for _, ta := range d.Taints {

@@ -22,22 +22,10 @@ func TestSharedAndPartitionedGPUs(t *testing.T) {
 	e.cfg.Plugins.Drivers[0].Config["partitionedGPUs"] = 1
 	e.start(t, Options{})
 
-	files, err := filepath.Glob(filepath.Join(e.cfg.Slices.DryRunDir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var counterSets []string
 	consumes := map[string]string{}
 	shared := false
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s resourcev1.ResourceSlice
-		if err := yaml.UnmarshalStrict(data, &s); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+	for _, s := range dryRunSlices(t, e.cfg.Slices.DryRunDir) {
 		for _, cs := range s.Spec.SharedCounters {
 			counterSets = append(counterSets, cs.Name)
 		}
@@ -82,4 +70,26 @@ func TestSharedAndPartitionedGPUs(t *testing.T) {
 	if _, ok := env[string(c.UID)+"-partitioned-gpu-0-part-1"]; !ok || len(spec.Devices) != 3 {
 		t.Errorf("spec devices %v, want two shares and the partition", env)
 	}
+}
+
+// dryRunSlices reads the standalone agent's slices.
+func dryRunSlices(t *testing.T, dir string) []resourcev1.ResourceSlice {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []resourcev1.ResourceSlice
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s resourcev1.ResourceSlice
+		if err := yaml.UnmarshalStrict(data, &s); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out = append(out, s)
+	}
+	return out
 }
