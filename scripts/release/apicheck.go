@@ -186,7 +186,7 @@ func buildPendingProxy(r *Repo, dir string, checked []string) error {
 			continue
 		}
 		m := module.Version{Path: ModulePath(d), Version: v}
-		if err := p.add(m, time.Now(), goMod, false, func(w io.Writer) error { return modzip.CreateFromDir(w, m, src) }); err != nil {
+		if err := p.add(m, time.Now(), goMod, false, func(w io.Writer) error { return zipWorkTree(w, r, m, d) }); err != nil {
 			return err
 		}
 	}
@@ -204,7 +204,7 @@ func apiCheckModule(g *goEnv, r *Repo, stageRoot, dir, base, version, goreleaseB
 	if err != nil {
 		return "", err
 	}
-	if err := modzip.CreateFromDir(f, m, filepath.Join(r.Root, filepath.FromSlash(dir))); err != nil {
+	if err := zipWorkTree(f, r, m, dir); err != nil {
 		f.Close()
 		return "", err
 	}

@@ -21,7 +21,7 @@ func (c Change) String() string {
 
 // Prepare rewrites, in every go.mod of the repository (released or not), the
 // requirements of the set's modules to the set's version, and, for the set
-// holding the agent, the Helm chart's versions and its example plugin's
+// holding the agent, the Helm chart's versions and its plugins'
 // SHA-256 (chart.go); it returns what it changed. Running it again changes
 // nothing.
 func Prepare(r *Repo, setName string) ([]Change, error) {
@@ -61,6 +61,6 @@ func Prepare(r *Repo, setName string) ([]Change, error) {
 		}
 		changes = append(changes, mine...)
 	}
-	chart, err := prepareChart(r, setName, buildPluginSHA256)
+	chart, err := prepareChart(r, setName, buildPluginSums)
 	return append(changes, chart...), err
 }
