@@ -78,7 +78,7 @@ func fixture() map[string]string {
 		"LICENSE":     repoLicence,
 		"a/README.md": "# a\n\n## Licence\n\nApache-2.0.\n",
 		"b/README.md": "# b\n\n## Licence\n\nApache-2.0.\n",
-		"go.work": "go 1.26.0\n\nuse (\n\t./a\n\t./b\n\t./app\n)\n",
+		"go.work":     "go 1.26.0\n\nuse (\n\t./a\n\t./b\n\t./app\n)\n",
 		"versions.yaml": `module-sets:
   core:
     version: v0.1.0
