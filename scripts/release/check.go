@@ -17,6 +17,7 @@ func Check(r *Repo) []string {
 	problems = append(problems, checkSiblings(r, nil)...)
 	problems = append(problems, checkChart(r)...)
 	problems = append(problems, checkLicences(r)...)
+	problems = append(problems, checkNotes(r)...)
 	sort.Strings(problems)
 	return problems
 }

@@ -72,13 +72,15 @@ func openRepo(t *testing.T, dir string) *Repo {
 // with b requiring a, an unreleased app requiring both, a compat module
 // outside go.work, all prepared (siblings at the set's version), the
 // repository's LICENSE at the root and named in the released modules'
-// READMEs.
+// READMEs, and their release notes.
 func fixture() map[string]string {
 	return map[string]string{
-		"LICENSE":     repoLicence,
-		"a/README.md": "# a\n\n## Licence\n\nApache-2.0.\n",
-		"b/README.md": "# b\n\n## Licence\n\nApache-2.0.\n",
-		"go.work":     "go 1.26.0\n\nuse (\n\t./a\n\t./b\n\t./app\n)\n",
+		"LICENSE":        repoLicence,
+		"a/README.md":    "# a\n\n## Licence\n\nApache-2.0.\n",
+		"b/README.md":    "# b\n\n## Licence\n\nApache-2.0.\n",
+		"a/" + notesFile: "# Release notes\n\n## v0.1.0\n\nFirst release.\n",
+		"b/" + notesFile: "# Release notes\n\n## v0.1.0\n\nFirst release.\n",
+		"go.work":        "go 1.26.0\n\nuse (\n\t./a\n\t./b\n\t./app\n)\n",
 		"versions.yaml": `module-sets:
   core:
     version: v0.1.0
