@@ -48,7 +48,7 @@ func (w *warnings) take() []string {
 // dry run, in namespaces whose pod-security.kubernetes.io/warn label is
 // baseline and restricted: kube-apiserver's own PodSecurity admission
 // judges the pod template, and every warning must be one the chart's
-// documentation justifies (examples/deploy/README.md, "Privileges").
+// documentation justifies (SECURITY.md, "The agent's privileges").
 func TestPodSecurity(t *testing.T) {
 	hostPaths := `hostPath volumes (volumes "kubelet-root", "plugins-registry", "plugins", "cdi", "state")`
 	restrictedVolumes := `restricted volume types (volumes "kubelet-root", "plugins-registry", "plugins", "cdi", "state" use restricted volume type "hostPath")`

@@ -62,38 +62,19 @@ func APICheck(r *Repo, modules []string, goreleaseBin string, log io.Writer) err
 		return nil
 	}
 
-	tmp, err := os.MkdirTemp("", "dranode-apicheck-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	proxyDir := filepath.Join(tmp, "proxy")
 	checked := make([]string, len(jobs))
 	for i, j := range jobs {
 		checked[i] = j.dir
 	}
-	if err := buildPendingProxy(r, proxyDir, checked); err != nil {
-		return err
-	}
-	modCache, unlock, err := openSharedModCache()
+	d, err := newAPIDiffer(r, checked, goreleaseBin)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	g, err := newGoEnv(modCache, "file://"+filepath.ToSlash(proxyDir))
-	if err != nil {
-		return err
-	}
-	if goreleaseBin == "" {
-		if goreleaseBin, err = goreleaseTool(r); err != nil {
-			return err
-		}
-	}
-
+	defer d.close()
 	var failed []string
 	for _, j := range jobs {
 		start := time.Now()
-		msg, err := apiCheckModule(g, r, filepath.Join(tmp, "stage"), j.dir, j.base, released[j.dir], goreleaseBin)
+		msg, err := d.check(j.dir, j.base, released[j.dir])
 		if err != nil {
 			fmt.Fprintf(log, "FAIL %s: %v\n", j.dir, err)
 			failed = append(failed, j.dir)
@@ -105,6 +86,55 @@ func APICheck(r *Repo, modules []string, goreleaseBin string, log io.Writer) err
 		return fmt.Errorf("API check failed for %s", strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// apiDiffer runs gorelease on staged copies of the modules it was made for
+// (APICheck says why staged), in apicheck's shared module cache, which it
+// holds locked until close.
+type apiDiffer struct {
+	r      *Repo
+	g      *goEnv
+	tmp    string
+	bin    string
+	unlock func()
+}
+
+// newAPIDiffer prepares gorelease runs for the modules checked; bin is the
+// gorelease to run, "" for the one this module pins.
+func newAPIDiffer(r *Repo, checked []string, bin string) (_ *apiDiffer, err error) {
+	tmp, err := os.MkdirTemp("", "dranode-apicheck-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	proxyDir := filepath.Join(tmp, "proxy")
+	if err := buildPendingProxy(r, proxyDir, checked); err != nil {
+		return nil, err
+	}
+	if bin == "" {
+		if bin, err = goreleaseTool(r); err != nil {
+			return nil, err
+		}
+	}
+	modCache, unlock, err := openSharedModCache()
+	if err != nil {
+		return nil, err
+	}
+	g, err := newGoEnv(modCache, "file://"+filepath.ToSlash(proxyDir))
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	return &apiDiffer{r: r, g: g, tmp: tmp, bin: bin, unlock: unlock}, nil
+}
+
+func (d *apiDiffer) close() {
+	d.unlock()
+	os.RemoveAll(d.tmp)
 }
 
 // goreleaseTool returns the gorelease this module pins with its "tool"
@@ -186,17 +216,23 @@ func buildPendingProxy(r *Repo, dir string, checked []string) error {
 			continue
 		}
 		m := module.Version{Path: ModulePath(d), Version: v}
-		if err := p.add(m, time.Now(), goMod, false, func(w io.Writer) error { return modzip.CreateFromDir(w, m, src) }); err != nil {
+		if err := p.add(m, time.Now(), goMod, false, func(w io.Writer) error { return zipWorkTree(w, r, m, d) }); err != nil {
 			return err
 		}
 	}
 	return p.writeLists()
 }
 
-func apiCheckModule(g *goEnv, r *Repo, stageRoot, dir, base, version, goreleaseBin string) (string, error) {
+// report returns gorelease's report on module dir of the working tree,
+// released at version, against its release tag base.
+func (d *apiDiffer) report(dir, base, version string) (string, error) {
 	m := module.Version{Path: ModulePath(dir), Version: version}
+	stageRoot := filepath.Join(d.tmp, "stage")
 	stage := filepath.Join(stageRoot, strings.ReplaceAll(dir, "/", "-"))
 	if err := os.MkdirAll(stageRoot, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.RemoveAll(stage); err != nil {
 		return "", err
 	}
 	zipFile := stage + ".zip"
@@ -204,7 +240,7 @@ func apiCheckModule(g *goEnv, r *Repo, stageRoot, dir, base, version, goreleaseB
 	if err != nil {
 		return "", err
 	}
-	if err := modzip.CreateFromDir(f, m, filepath.Join(r.Root, filepath.FromSlash(dir))); err != nil {
+	if err := zipWorkTree(f, d.r, m, dir); err != nil {
 		f.Close()
 		return "", err
 	}
@@ -217,14 +253,20 @@ func apiCheckModule(g *goEnv, r *Repo, stageRoot, dir, base, version, goreleaseB
 	if err := dropReplaces(filepath.Join(stage, "go.mod"), true); err != nil {
 		return "", err
 	}
-	if _, err := g.run(stage, "go", "mod", "tidy"); err != nil {
+	if _, err := d.g.run(stage, "go", "mod", "tidy"); err != nil {
 		return "", err
 	}
 	args := []string{"-base=" + m.Path + "@" + base}
 	if version != base {
 		args = append(args, "-version="+version)
 	}
-	out, err := g.run(stage, goreleaseBin, args...)
+	return d.g.run(stage, d.bin, args...)
+}
+
+// check applies the compatibility policy to report's findings: an
+// incompatible change needs a bump that allows it.
+func (d *apiDiffer) check(dir, base, version string) (string, error) {
+	out, err := d.report(dir, base, version)
 	if err != nil {
 		return "", err
 	}

@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -25,17 +28,30 @@ const (
 	chartModule = "agent" // the module whose set versions the chart
 )
 
-// chartPlugin is the example plugin whose SHA-256 the released chart
-// carries, built as scripts/image builds it into the image (spec.go there:
-// module examples, package ./gpu, the same flags): "make image" is
-// reproducible, so the digest of this build is the digest in the released
-// image, for the same Go toolchain. linux/amd64 is the platform the values
-// describe; another platform's digest is "scripts/image digests" away.
-var chartPlugin = struct{ module, pkg, driver, goarch string }{"examples", "./gpu", "gpu", "amd64"}
+// chartPlugins are the driver plugins the agent's image ships and the
+// chart's values name (drivers.<driver>), each built as scripts/image builds
+// it into the image (images/spec.go there: the same module, package and
+// flags): "make image" is reproducible, so the digest of this build is the
+// digest in the released image, for the same Go toolchain. linux/amd64 is
+// the platform the values describe; another platform's digest is
+// "scripts/image digests" away. "check" fails when the chart names a
+// driver this list lacks, or the reverse.
+var chartPlugins = []chartPlugin{
+	{driver: "gpu", module: "examples", pkg: "./gpu"},
+	{driver: "loop", module: "examples", pkg: "./loop/cmd/loop-plugin"},
+}
+
+type chartPlugin struct{ driver, module, pkg string }
+
+// chartPluginArch is the GOARCH of the plugins whose SHA-256 the chart
+// carries.
+const chartPluginArch = "amd64"
 
 // chartState is what the chart says about versions.
 type chartState struct {
-	Version, AppVersion, Tag, PluginSHA256 string
+	Version, AppVersion, Tag string
+	// PluginSHA256 is drivers.<driver>.sha256 of values.yaml, by driver.
+	PluginSHA256 map[string]string
 }
 
 func readChart(root string) (*chartState, error) {
@@ -61,7 +77,11 @@ func readChart(root string) (*chartState, error) {
 			return nil, fmt.Errorf("%s/%s: %w", chartDir, file, err)
 		}
 	}
-	return &chartState{Version: c.Version, AppVersion: c.AppVersion, Tag: v.Image.Tag, PluginSHA256: v.Drivers[chartPlugin.driver].SHA256}, nil
+	sums := map[string]string{}
+	for driver, d := range v.Drivers {
+		sums[driver] = d.SHA256
+	}
+	return &chartState{Version: c.Version, AppVersion: c.AppVersion, Tag: v.Image.Tag, PluginSHA256: sums}, nil
 }
 
 // checkChart holds the chart to the version of chartModule's set. A
@@ -90,9 +110,22 @@ func checkChart(r *Repo) []string {
 				chartDir, f.where, f.got, chartModule, setName, set.Version, setName))
 		}
 	}
-	if !isSHA256(c.PluginSHA256) || strings.Trim(c.PluginSHA256, "0") == "" {
-		problems = append(problems, fmt.Sprintf("%s/values.yaml drivers.%s.sha256 is %q, not the plugin's SHA-256: the chart would not start; run: make release-prepare SET=%s",
-			chartDir, chartPlugin.driver, c.PluginSHA256, setName))
+	built := map[string]bool{}
+	for _, p := range chartPlugins {
+		built[p.driver] = true
+		if _, ok := c.PluginSHA256[p.driver]; !ok {
+			problems = append(problems, fmt.Sprintf("%s/values.yaml has no drivers.%s, a plugin the image ships; add its entry, or remove it from chartPlugins (scripts/release/chart.go)", chartDir, p.driver))
+		}
+	}
+	for _, driver := range slices.Sorted(maps.Keys(c.PluginSHA256)) {
+		sum := c.PluginSHA256[driver]
+		switch {
+		case !built[driver]:
+			problems = append(problems, fmt.Sprintf("%s/values.yaml names drivers.%s, which prepare does not build; add it to chartPlugins (scripts/release/chart.go) as scripts/image builds it", chartDir, driver))
+		case !isSHA256(sum) || strings.Trim(sum, "0") == "":
+			problems = append(problems, fmt.Sprintf("%s/values.yaml drivers.%s.sha256 is %q, not the plugin's SHA-256: the agent would refuse the plugin; run: make release-prepare SET=%s",
+				chartDir, driver, sum, setName))
+		}
 	}
 	return problems
 }
@@ -109,13 +142,17 @@ var (
 	reChartVersion    = regexp.MustCompile(`(?m)^version:.*$`)
 	reChartAppVersion = regexp.MustCompile(`(?m)^appVersion:.*$`)
 	reImageTag        = regexp.MustCompile(`(?m)^(image:\n(?:  .*\n|\s*#.*\n)*?)  tag:.*$`)
-	rePluginSHA256    = regexp.MustCompile(`(?m)^(  ` + chartPlugin.driver + `:\n(?:    .*\n|\s*#.*\n)*?)    sha256:.*$`)
 )
 
-// prepareChart writes the set's version into the chart and the example
-// plugin's SHA-256 (pluginSum) into its values, when the set holds
-// chartModule.
-func prepareChart(r *Repo, setName string, pluginSum func(root string) (string, error)) ([]Change, error) {
+// rePluginSHA256 finds drivers.<driver>.sha256 in values.yaml.
+func rePluginSHA256(driver string) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^(  ` + regexp.QuoteMeta(driver) + `:\n(?:    .*\n|\s*#.*\n)*?)    sha256:.*$`)
+}
+
+// prepareChart writes the set's version into the chart and the SHA-256 of
+// each of chartPlugins (pluginSums, by driver) into its values, when the
+// set holds chartModule.
+func prepareChart(r *Repo, setName string, pluginSums func(root string) (map[string]string, error)) ([]Change, error) {
 	if r.Versions.SetOf(chartModule) != setName {
 		return nil, nil
 	}
@@ -128,9 +165,9 @@ func prepareChart(r *Repo, setName string, pluginSum func(root string) (string, 
 	if err != nil {
 		return nil, err
 	}
-	sum, err := pluginSum(r.Root)
+	sums, err := pluginSums(r.Root)
 	if err != nil {
-		return nil, fmt.Errorf("the example plugin's SHA-256 for the chart: %w", err)
+		return nil, fmt.Errorf("the plugins' SHA-256 for the chart: %w", err)
 	}
 	edit := func(file string, edits ...func(string) string) error {
 		p := filepath.Join(dir, file)
@@ -153,26 +190,35 @@ func prepareChart(r *Repo, setName string, pluginSum func(root string) (string, 
 		line(reChartAppVersion, `appVersion: "`+set.Version+`"`)); err != nil {
 		return nil, err
 	}
-	if err := edit("values.yaml",
-		line(reImageTag, `${1}  tag: "`+set.Version+`"`),
-		line(rePluginSHA256, `${1}    sha256: "`+sum+`"`)); err != nil {
+	values := []func(string) string{line(reImageTag, `${1}  tag: "`+set.Version+`"`)}
+	want := chartState{Version: chartVersion, AppVersion: set.Version, Tag: set.Version, PluginSHA256: maps.Clone(before.PluginSHA256)}
+	for _, driver := range slices.Sorted(maps.Keys(sums)) {
+		if _, ok := before.PluginSHA256[driver]; !ok {
+			continue // reported by check
+		}
+		values = append(values, line(rePluginSHA256(driver), `${1}    sha256: "`+sums[driver]+`"`))
+		want.PluginSHA256[driver] = sums[driver]
+	}
+	if err := edit("values.yaml", values...); err != nil {
 		return nil, err
 	}
 	after, err := readChart(r.Root)
 	if err != nil {
 		return nil, err
 	}
-	want := chartState{Version: chartVersion, AppVersion: set.Version, Tag: set.Version, PluginSHA256: sum}
-	if *after != want {
+	if !reflect.DeepEqual(*after, want) {
 		return nil, fmt.Errorf("%s: after prepare the chart says %+v, want %+v: a line prepare rewrites moved (chart.go)", chartDir, *after, want)
 	}
-	var changes []Change
-	for _, f := range []struct{ what, from, to string }{
+	fields := []struct{ what, from, to string }{
 		{"Chart.yaml version", before.Version, after.Version},
 		{"Chart.yaml appVersion", before.AppVersion, after.AppVersion},
 		{"values.yaml image.tag", before.Tag, after.Tag},
-		{"values.yaml drivers." + chartPlugin.driver + ".sha256", before.PluginSHA256, after.PluginSHA256},
-	} {
+	}
+	for _, driver := range slices.Sorted(maps.Keys(after.PluginSHA256)) {
+		fields = append(fields, struct{ what, from, to string }{"values.yaml drivers." + driver + ".sha256", before.PluginSHA256[driver], after.PluginSHA256[driver]})
+	}
+	var changes []Change
+	for _, f := range fields {
 		if f.from != f.to {
 			changes = append(changes, Change{Module: chartDir, Requires: f.what, From: f.from, To: f.to})
 		}
@@ -180,22 +226,32 @@ func prepareChart(r *Repo, setName string, pluginSum func(root string) (string, 
 	return changes, nil
 }
 
-// buildPluginSHA256 builds chartPlugin as scripts/image does and returns
-// the binary's SHA-256.
-func buildPluginSHA256(root string) (string, error) {
+// buildPluginSums builds each of chartPlugins for linux/chartPluginArch as
+// scripts/image does and returns the binaries' SHA-256 by driver.
+func buildPluginSums(root string) (map[string]string, error) {
 	tmp, err := os.MkdirTemp("", "release-plugin-")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "plugin")
-	cmd := exec.CommandContext(context.Background(), "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid= -w", "-o", bin, chartPlugin.pkg)
-	cmd.Dir = filepath.Join(root, filepath.FromSlash(chartPlugin.module))
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+chartPlugin.goarch, "GOWORK=off", "GOFLAGS=")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s in %s: %w\n%s", chartPlugin.pkg, chartPlugin.module, err, out)
+	sums := map[string]string{}
+	for _, p := range chartPlugins {
+		bin := filepath.Join(tmp, p.driver)
+		cmd := exec.CommandContext(context.Background(), "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid= -w", "-o", bin, p.pkg)
+		cmd.Dir = filepath.Join(root, filepath.FromSlash(p.module))
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+chartPluginArch, "GOWORK=off", "GOFLAGS=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build %s in %s: %w\n%s", p.pkg, p.module, err, out)
+		}
+		if sums[p.driver], err = fileSHA256(bin); err != nil {
+			return nil, err
+		}
 	}
-	f, err := os.Open(bin)
+	return sums, nil
+}
+
+func fileSHA256(file string) (string, error) {
+	f, err := os.Open(file)
 	if err != nil {
 		return "", err
 	}

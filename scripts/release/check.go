@@ -16,6 +16,8 @@ func Check(r *Repo) []string {
 	problems = append(problems, checkAgreement(r)...)
 	problems = append(problems, checkSiblings(r, nil)...)
 	problems = append(problems, checkChart(r)...)
+	problems = append(problems, checkLicences(r)...)
+	problems = append(problems, checkNotes(r)...)
 	sort.Strings(problems)
 	return problems
 }

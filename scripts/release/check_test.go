@@ -71,6 +71,40 @@ func TestCheckRules(t *testing.T) {
 			},
 			want: []string{"a is released but requires github.com/dranode/dranode/app, which is never released"},
 		},
+		{
+			name: "no licence",
+			edit: func(f map[string]string) { delete(f, "LICENSE") },
+			want: []string{
+				"module a has no licence its users receive: neither a/LICENSE nor LICENSE at the root exists",
+				"module compat/x has no licence its users receive",
+			},
+		},
+		{
+			name: "a licence no scanner knows",
+			edit: func(f map[string]string) { f["LICENSE"] = "All rights reserved, except what the authors allow.\n" },
+			want: []string{"module a has no licence its users receive: LICENSE: no recognised licence"},
+		},
+		{
+			name: "a module's own licence, not the one its README names",
+			edit: func(f map[string]string) { f["b/LICENSE"] = mitLicence },
+			want: []string{`b/README.md's "## Licence" section does not name MIT, the licence of b/LICENSE`},
+		},
+		{
+			name: "README without the licence",
+			edit: func(f map[string]string) {
+				f["a/README.md"] = "# a\n\n## Licensing\n\nApache-2.0\n"
+				f["app/README.md"] = "# app\n\n## Licence\n\nsee the root\n\n## More\n\nApache-2.0\n"
+			},
+			want: []string{
+				`a/README.md has no "## Licence" section; add one naming Apache-2.0 (from LICENSE)`,
+				`app/README.md's "## Licence" section does not name Apache-2.0, the licence of LICENSE`,
+			},
+		},
+		{
+			name: "released module without README",
+			edit: func(f map[string]string) { delete(f, "b/README.md") },
+			want: []string{`b is released but has no README.md`},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,3 +149,25 @@ func TestParseVersionsRefuses(t *testing.T) {
 		})
 	}
 }
+
+// mitLicence is the MIT licence's text (opensource.org).
+const mitLicence = `Copyright (c) 2026 Someone
+
+Permission is hereby granted, free of charge, to any person obtaining a copy
+of this software and associated documentation files (the "Software"), to deal
+in the Software without restriction, including without limitation the rights
+to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+copies of the Software, and to permit persons to whom the Software is
+furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+`

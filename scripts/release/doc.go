@@ -13,7 +13,8 @@
 // Makefile's release-* targets run it):
 //
 //	release check                        the rules below; each problem names the fix
-//	release prepare SET                  require SET's modules at its version in every go.mod
+//	release prepare SET                  require SET's modules at its version in every go.mod;
+//	                                     the chart's versions and plugin SHA-256; release notes
 //	release tag SET                      tag <dir>/<version> for SET at HEAD, siblings first
 //	release proxy DIR                    a GOPROXY=file://DIR directory from the release tags
 //	release consumers [-app DIR]... DIR  each release used alone by a fresh module
@@ -36,8 +37,32 @@
 //   - a released module requires no unreleased sibling;
 //   - the Helm chart (examples/deploy/chart/dranode) carries the version of
 //     the agent's set: Chart.yaml version (without "v") and appVersion,
-//     values.yaml image.tag; and a real SHA-256 for its example plugin,
-//     which "prepare" writes from a build made as "make image" makes it.
+//     values.yaml image.tag; and, for every plugin the image ships (gpu,
+//     loop: chartPlugins in chart.go, which must name exactly the chart's
+//     drivers), a real SHA-256, never missing or all zeros, which "prepare"
+//     writes from a build made as "make image" makes it;
+//   - every module of the repository (but the fixtures under testdata) has
+//     a licence its users receive: its own LICENSE, else the root's, which
+//     the go command puts in the zip of a module in a subdirectory
+//     (cmd/go/internal/modfetch/coderepo.go; "proxy" does the same). The
+//     licence is read with github.com/google/licensecheck, pkg.go.dev's
+//     scanner, at pkg.go.dev's threshold (75% of the words), and the
+//     module's README names it in a "## Licence" section; a released module
+//     has a README;
+//   - every released module has release notes (RELEASE-NOTES.md in its
+//     directory, so in its zip) with a section for its set's version.
+//
+// "prepare" writes each released module's section of RELEASE-NOTES.md for
+// the set's version, newest version first, the older sections kept: for a
+// module tagged before, the API changes gorelease finds against its last
+// tag below the version (run only when a file other than go.mod and go.sum
+// changed since that tag, in a commit or the working tree), its changed
+// direct requirements, and the commits that touched its directory since
+// the tag ("git log <tag>..HEAD -- <dir>", nested modules and the notes
+// left out); for a first release, how many commits made it and its
+// importable packages with their synopses. The section is regenerated
+// whole, so a second "prepare" changes nothing; edit highlights in after
+// the last "prepare", before tagging.
 //
 // A release: bump the set's version in versions.yaml, run "prepare", commit,
 // run "tag", push the tags. The commit tagged therefore never requires a

@@ -3,6 +3,7 @@ module github.com/dranode/dranode/scripts/release
 go 1.26.0
 
 require (
+	github.com/google/licensecheck v0.3.1
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/mod v0.41.0
 )

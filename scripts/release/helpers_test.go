@@ -70,10 +70,17 @@ func openRepo(t *testing.T, dir string) *Repo {
 
 // fixture is a small repository shaped like dranode: a released set {a, b}
 // with b requiring a, an unreleased app requiring both, a compat module
-// outside go.work, all prepared (siblings at the set's version).
+// outside go.work, all prepared (siblings at the set's version), the
+// repository's LICENSE at the root and named in the released modules'
+// READMEs, and their release notes.
 func fixture() map[string]string {
 	return map[string]string{
-		"go.work": "go 1.26.0\n\nuse (\n\t./a\n\t./b\n\t./app\n)\n",
+		"LICENSE":        repoLicence,
+		"a/README.md":    "# a\n\n## Licence\n\nApache-2.0.\n",
+		"b/README.md":    "# b\n\n## Licence\n\nApache-2.0.\n",
+		"a/" + notesFile: "# Release notes\n\n## v0.1.0\n\nFirst release.\n",
+		"b/" + notesFile: "# Release notes\n\n## v0.1.0\n\nFirst release.\n",
+		"go.work":        "go 1.26.0\n\nuse (\n\t./a\n\t./b\n\t./app\n)\n",
 		"versions.yaml": `module-sets:
   core:
     version: v0.1.0
@@ -102,5 +109,14 @@ replace (
 		"compat/x/go.mod": "module github.com/dranode/dranode/compat/x\n\ngo 1.26.0\n\nrequire github.com/dranode/dranode/b v0.1.0\n\nreplace github.com/dranode/dranode/b => ../../b\n",
 	}
 }
+
+// repoLicence is this repository's LICENSE.
+var repoLicence = func() string {
+	data, err := os.ReadFile("../../" + licenceFile)
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}()
 
 const pseudo = "v0.0.0-00010101000000-000000000000"

@@ -14,7 +14,8 @@ const usage = `usage: release [-C root] <command> [arguments]
 
 commands:
   check                      the release rules (see go doc)
-  prepare SET                require SET's modules at its version in every go.mod
+  prepare SET                require SET's modules at its version in every go.mod, write
+                             the chart's versions and plugin SHA-256, and the release notes
   tag SET                    tag every module of SET as <dir>/<version>, siblings first
   proxy DIR                  write a module proxy (GOPROXY=file://DIR) from the release tags
   consumers [-app DIR]... PROXYDIR
@@ -93,7 +94,7 @@ func run(args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "release prepare %s: %d requirement(s) changed\n", set, len(changes))
+		fmt.Fprintf(out, "release prepare %s: %d change(s)\n", set, len(changes))
 	case "tag":
 		set, err := one("module set")
 		if err != nil {

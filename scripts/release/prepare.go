@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/mod/modfile"
 )
@@ -21,14 +22,53 @@ func (c Change) String() string {
 
 // Prepare rewrites, in every go.mod of the repository (released or not), the
 // requirements of the set's modules to the set's version, and, for the set
-// holding the agent, the Helm chart's versions and its example plugin's
-// SHA-256 (chart.go); it returns what it changed. Running it again changes
+// holding the agent, the Helm chart's versions and its plugins'
+// SHA-256 (chart.go); then each module's release notes for the set's
+// version (notes.go). It returns what it changed. Running it again changes
 // nothing.
 func Prepare(r *Repo, setName string) ([]Change, error) {
 	set, err := r.Versions.Set(setName)
 	if err != nil {
 		return nil, err
 	}
+	changes, err := prepareRequirements(r, setName, set)
+	if err != nil {
+		return changes, err
+	}
+	chart, err := prepareChart(r, setName, buildPluginSums)
+	changes = append(changes, chart...)
+	if err != nil {
+		return changes, err
+	}
+	// gorelease runs only for modules whose files changed since their last
+	// release; its setup (a proxy of the set, the locked module cache) is
+	// made once, for the first of them.
+	var differ *apiDiffer
+	defer func() {
+		if differ != nil {
+			differ.close()
+		}
+	}()
+	notes, err := prepareNotes(r, set, func(dir, base string) (string, error) {
+		if differ == nil {
+			d, err := newAPIDiffer(r, set.Modules, "")
+			if err != nil {
+				return "", err
+			}
+			differ = d
+		}
+		out, err := differ.report(dir, base, set.Version)
+		if err != nil && !strings.Contains(out, "# summary") {
+			return "", err // no report: a failure of gorelease, not a finding
+		}
+		return out, nil
+	})
+	return append(changes, notes...), err
+}
+
+// prepareRequirements requires the set's modules at its version in every
+// go.mod of the repository.
+func prepareRequirements(r *Repo, setName string, set ModuleSet) ([]Change, error) {
 	inSet := map[string]bool{}
 	for _, m := range set.Modules {
 		if r.Modules[m] == nil {
@@ -61,6 +101,5 @@ func Prepare(r *Repo, setName string) ([]Change, error) {
 		}
 		changes = append(changes, mine...)
 	}
-	chart, err := prepareChart(r, setName, buildPluginSHA256)
-	return append(changes, chart...), err
+	return changes, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -161,12 +162,37 @@ func zipCommit(w io.Writer, m module.Version, root, commit, dir string) error {
 		if err := modzip.CreateFromVCS(&buf, m, root, commit, dir); err != nil {
 			return err
 		}
-		data = buf.Bytes()
+		licence, err := gitBytes(root, "show", commit+":"+licenceFile)
+		if err != nil {
+			licence = nil // no licence at the root: the zip has what the module has
+		}
+		if data, err = withLicence(buf.Bytes(), m, licence); err != nil {
+			return err
+		}
 		commitZips.Lock()
 		commitZips.m[key] = data
 		commitZips.Unlock()
 	}
 	_, err := w.Write(data)
+	return err
+}
+
+// zipWorkTree writes the zip of module m from its directory dir in the
+// working tree, with the root's LICENSE as the go command adds it.
+func zipWorkTree(w io.Writer, r *Repo, m module.Version, dir string) error {
+	var buf bytes.Buffer
+	if err := modzip.CreateFromDir(&buf, m, filepath.Join(r.Root, filepath.FromSlash(dir))); err != nil {
+		return err
+	}
+	licence, err := os.ReadFile(filepath.Join(r.Root, licenceFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	data, err := withLicence(buf.Bytes(), m, licence)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(data)
 	return err
 }
 

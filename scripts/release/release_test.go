@@ -1,8 +1,10 @@
 package main
 
 import (
+	"archive/zip"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,6 +74,14 @@ func TestReleaseFlow(t *testing.T) {
 	if _, err := Prepare(r, setName); err != nil {
 		t.Fatal(err)
 	}
+	for _, m := range set.Modules {
+		if notes := readFile(t, clone, m+"/"+notesFile); !strings.Contains(notes, "## "+set.Version+"\n\nFirst release of `"+ModulePath(m)+"`") {
+			t.Errorf("%s/%s after prepare:\n%s", m, notesFile, notes)
+		}
+	}
+	if again, err := Prepare(openRepo(t, clone), setName); err != nil || len(again) != 0 {
+		t.Errorf("second Prepare = %v, %v; want no change", again, err)
+	}
 	commitAll(t, clone, "prepare "+setName+" "+set.Version)
 
 	r = openRepo(t, clone)
@@ -104,6 +114,36 @@ func TestReleaseFlow(t *testing.T) {
 	}
 	if len(held) != len(set.Modules) {
 		t.Errorf("proxy holds %v, want the %d tagged modules", held, len(set.Modules))
+	}
+	// Each zip holds the root's LICENSE, as the go command's zips of a
+	// module in a subdirectory do, and the module's release notes.
+	for _, m := range held {
+		zr, err := zip.OpenReader(filepath.Join(proxy, m.Path, "@v", m.Version+".zip"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := map[string]string{}
+		for _, f := range zr.File {
+			if name := strings.TrimPrefix(f.Name, m.String()+"/"); name == licenceFile || name == notesFile {
+				rc, err := f.Open()
+				if err != nil {
+					t.Fatal(err)
+				}
+				data, err := io.ReadAll(rc)
+				rc.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				found[name] = string(data)
+			}
+		}
+		zr.Close()
+		if found[licenceFile] != readFile(t, clone, licenceFile) {
+			t.Errorf("%s's zip: LICENSE %.40q, want the root's", m, found[licenceFile])
+		}
+		if !strings.Contains(found[notesFile], "## "+m.Version+"\n") {
+			t.Errorf("%s's zip: %s %.80q, want its section", m, notesFile, found[notesFile])
+		}
 	}
 	var log bytes.Buffer
 	if err := Consumers(r, proxy, []string{"examples/piecemeal-driver"}, &log); err != nil {
@@ -140,10 +180,28 @@ func TestReleaseFlow(t *testing.T) {
 			if s.add {
 				writeTree(t, clone, map[string]string{probeModule + "/zz_release_probe2.go": "package cdi\n\n// ReleaseProbe2 is new.\nfunc ReleaseProbe2() {}\n"})
 			}
+			if s.remove {
+				commitAll(t, clone, "release test: remove the probe")
+			}
 			if s.version != set.Version {
 				setVersion(t, clone, set.Version, s.version)
 				if _, err := Prepare(openRepo(t, clone), setName); err != nil {
 					t.Fatal(err)
+				}
+				// The notes say what changed: the API as gorelease
+				// reports it, and the commit.
+				notes := readFile(t, clone, probeModule+"/"+notesFile)
+				want := []string{"## " + s.version + "\n\nChanges since " + TagName(probeModule, set.Version) + ".\n", "## " + set.Version + "\n\nFirst release"}
+				if s.remove {
+					want = append(want, "- ReleaseProbe: removed\n", " release test: remove the probe\n")
+				}
+				if s.add {
+					want = append(want, "- ReleaseProbe2: added\n", "None touched `"+probeModule+"/`")
+				}
+				for _, w := range want {
+					if !strings.Contains(notes, w) {
+						t.Errorf("%s/%s lacks %q:\n%s", probeModule, notesFile, w, notes)
+					}
 				}
 			}
 			var log bytes.Buffer

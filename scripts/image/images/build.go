@@ -69,6 +69,8 @@ type Options struct {
 	Go string
 	// Log receives one line per step; nil discards them.
 	Log io.Writer
+
+	licence string // the repository's (RepositoryLicence), set by defaults
 }
 
 // Layout is one image written by [Build] or read by [ReadLayout].
@@ -183,6 +185,7 @@ func (o *Options) defaults() error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	o.licence = RepositoryLicence(o.Root)
 	// Build's steps run side by side; each line is one Write.
 	o.Log = &lockedWriter{w: o.Log}
 	if o.SourceDateEpoch < 0 {
@@ -224,6 +227,10 @@ func Build(ctx context.Context, o Options) (map[string]Layout, error) {
 	if err != nil {
 		return nil, err
 	}
+	lic, err := newLicences(ctx, o)
+	if err != nil {
+		return nil, err
+	}
 	// Each platform's image is independent of the others: compressing one
 	// image's layers (a single core each) runs beside another's.
 	plats := map[string][]platformImage{}
@@ -237,7 +244,7 @@ func Build(ctx context.Context, o Options) (map[string]Layout, error) {
 				if err != nil {
 					return fmt.Errorf("image %s (%s): %w", n, arch, err)
 				}
-				doc, err := sbom(n+"/"+arch, refs[n], imageBinaries(spec), built[arch], time.Unix(o.SourceDateEpoch, 0))
+				doc, err := sbom(n+"/"+arch, refs[n], imageBinaries(spec), built[arch], time.Unix(o.SourceDateEpoch, 0), lic)
 				if err != nil {
 					return fmt.Errorf("image %s (%s): SBOM: %w", n, arch, err)
 				}
@@ -355,7 +362,7 @@ func annotations(o Options) map[string]string {
 	a := map[string]string{
 		AnnotationSource:   Source,
 		AnnotationVersion:  o.Tag,
-		AnnotationLicenses: Licenses,
+		AnnotationLicenses: o.licence,
 		AnnotationCreated:  time.Unix(o.SourceDateEpoch, 0).UTC().Format(time.RFC3339),
 	}
 	if o.Revision != "" {

@@ -347,12 +347,16 @@ func TestBuildReproducibleElsewhere(t *testing.T) {
 	if err := os.CopyFS(filepath.Join(root, "scripts", "image"), os.DirFS(filepath.Join(src, "scripts", "image"))); err != nil {
 		t.Fatal(err)
 	}
-	versions, err := os.ReadFile(filepath.Join(src, "versions.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "versions.yaml"), versions, 0o644); err != nil {
-		t.Fatal(err)
+	// versions.yaml gives the tag, LICENSE the licence (annotations and
+	// SBOM), as in a release's sources.
+	for _, name := range []string{"versions.yaml", "LICENSE"} {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Setenv("GOCACHE", t.TempDir())
 	// The copy is no git work tree: the revision is given, as a release

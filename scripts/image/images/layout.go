@@ -253,8 +253,9 @@ func ArchiveFile(dir, file string) error {
 }
 
 // Push copies the image of the OCI image layout dir to the registry
-// reference ref (e.g. registry.example.com/dranode/dranode-agent:v0.1.0) and
-// returns its digest, which does not change on the way. Credentials come
+// reference ref (e.g. registry.example.com/dranode/dranode-agent:v0.1.0),
+// then its SBOMs (pushSBOMs), and returns the image's digest, which does
+// not change on the way. Credentials come
 // from the default keychain (the Docker config file: $DOCKER_CONFIG, else
 // ~/.docker/config.json, and its credential helpers), as "docker login"
 // or "crane auth login" leave them; opts come after those and override
@@ -285,7 +286,36 @@ func Push(ctx context.Context, dir, ref string, opts ...remote.Option) (string, 
 	if err != nil {
 		return "", fmt.Errorf("push %s: %w", r, err)
 	}
+	if err := pushSBOMs(idx, r, all); err != nil {
+		return "", err
+	}
 	return desc.Digest.String(), nil
+}
+
+// pushSBOMs copies the layout's SBOMs, each an artifact whose subject is
+// one of the images just pushed, to the repository of r by digest. A
+// registry with the OCI 1.1 referrers API lists each under its image; for
+// one without, go-containerregistry keeps the referrers tag schema's index
+// (tag sha256-<image digest>) up to date, where OCI clients look next.
+func pushSBOMs(idx v1.ImageIndex, r name.Reference, opts []remote.Option) error {
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	for _, d := range m.Manifests {
+		if d.ArtifactType != SBOMMediaType {
+			continue
+		}
+		sbom, err := idx.Image(d.Digest)
+		if err != nil {
+			return fmt.Errorf("SBOM %s: %w", d.Digest, err)
+		}
+		at := r.Context().Digest(d.Digest.String())
+		if err := remote.Write(at, sbom, opts...); err != nil {
+			return fmt.Errorf("push SBOM %s: %w", at, err)
+		}
+	}
+	return nil
 }
 
 // Plugin is one driver plugin binary inside an image.

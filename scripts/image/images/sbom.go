@@ -25,7 +25,7 @@ import (
 // 2.3 JSON document) and the image manifest as its subject, the form the
 // OCI 1.1 referrers API lists next to the image. It is listed in the
 // layout's index.json without a name, which containerd's import leaves
-// unnamed. Push copies the image only.
+// unnamed. Push copies them after the image.
 const (
 	SBOMMediaType  = "application/spdx+json"
 	emptyMediaType = "application/vnd.oci.empty.v1+json"
@@ -38,9 +38,6 @@ const (
 	AnnotationCreated  = "org.opencontainers.image.created"
 	// Source is the repository the images are built from.
 	Source = "https://github.com/dranode/dranode"
-	// Licenses is the SPDX expression of the images' licence: the
-	// repository has no licence file, so nothing is asserted.
-	Licenses = "NOASSERTION"
 )
 
 // emptyJSON is the OCI empty descriptor's content.
@@ -71,7 +68,12 @@ type SPDXPackage struct {
 	FilesAnalyzed    bool              `json:"filesAnalyzed"`
 	Checksums        []SPDXChecksum    `json:"checksums,omitempty"`
 	ExternalRefs     []SPDXExternalRef `json:"externalRefs,omitempty"`
-	Comment          string            `json:"comment,omitempty"`
+	// LicenseDeclared is the licence the package's authors declare in its
+	// licence file, as the scanner reads it; LicenseConcluded is left to
+	// the reader (NOASSERTION).
+	LicenseConcluded string `json:"licenseConcluded,omitempty"`
+	LicenseDeclared  string `json:"licenseDeclared,omitempty"`
+	Comment          string `json:"comment,omitempty"`
 }
 
 type SPDXChecksum struct {
@@ -96,8 +98,10 @@ type SPDXRelationship struct {
 // (its path in the image, SHA-256, main module, Go version) that CONTAINS a
 // package per module it was built from, as a purl, at the version and with
 // the go.sum hash the build used. Modules replaced by a directory (the
-// repository's own) have no version: their versionInfo is "(devel)".
-func sbom(imageName, ref string, binaries []binary, built map[binary]string, created time.Time) ([]byte, error) {
+// repository's own) have no version: their versionInfo is "(devel)". Each
+// package's licenseDeclared is its module's licence (licences), a
+// binary's that of its main module.
+func sbom(imageName, ref string, binaries []binary, built map[binary]string, created time.Time, lic *licences) ([]byte, error) {
 	doc := SPDX{
 		SPDXVersion: "SPDX-2.3", DataLicense: "CC0-1.0", SPDXID: "SPDXRef-DOCUMENT",
 		Name: ref,
@@ -119,20 +123,22 @@ func sbom(imageName, ref string, binaries []binary, built map[binary]string, cre
 		}
 		fmt.Fprintf(h, "%s %s\n", b.path, sum)
 		id := spdxID("File", b.path)
+		deps := append([]*debugModule{{Path: "stdlib", Version: info.GoVersion}}, toModules(info)...)
 		doc.Packages = append(doc.Packages, SPDXPackage{
-			SPDXID: id, Name: b.path, VersionInfo: info.Main.Version, DownloadLocation: "NOASSERTION",
-			Checksums: []SPDXChecksum{{Algorithm: "SHA256", ChecksumValue: sum}},
-			Comment:   fmt.Sprintf("Go binary, package %s, main module %s, built with %s", info.Path, info.Main.Path, info.GoVersion),
+			SPDXID: id, Name: b.path, VersionInfo: info.Main.Version, DownloadLocation: NoAssertion,
+			Checksums:        []SPDXChecksum{{Algorithm: "SHA256", ChecksumValue: sum}},
+			LicenseConcluded: NoAssertion, LicenseDeclared: lic.of(deps[1]),
+			Comment: fmt.Sprintf("Go binary, package %s, main module %s, built with %s", info.Path, info.Main.Path, info.GoVersion),
 		})
 		doc.Relationships = append(doc.Relationships, SPDXRelationship{Element: "SPDXRef-DOCUMENT", Type: "DESCRIBES", Related: id})
-		deps := append([]*debugModule{{Path: "stdlib", Version: info.GoVersion}}, toModules(info)...)
 		for _, m := range deps {
 			key := m.Path + "@" + m.Version
 			i, ok := modules[key]
 			if !ok {
 				i = len(doc.Packages)
 				modules[key] = i
-				p := SPDXPackage{SPDXID: spdxID("Module", key), Name: m.Path, VersionInfo: m.Version, DownloadLocation: "NOASSERTION"}
+				p := SPDXPackage{SPDXID: spdxID("Module", key), Name: m.Path, VersionInfo: m.Version, DownloadLocation: NoAssertion,
+					LicenseConcluded: NoAssertion, LicenseDeclared: lic.of(m)}
 				if m.Version != "(devel)" {
 					p.ExternalRefs = []SPDXExternalRef{{ReferenceCategory: "PACKAGE-MANAGER", ReferenceType: "purl", ReferenceLocator: "pkg:golang/" + m.Path + "@" + m.Version}}
 				}
@@ -154,19 +160,36 @@ func sbom(imageName, ref string, binaries []binary, built map[binary]string, cre
 	return buf.Bytes(), nil
 }
 
-type debugModule struct{ Path, Version, Sum string }
+// debugModule is a module a binary was built from: Path as required,
+// Version and Sum as built.
+type debugModule struct {
+	Path, Version, Sum string
+	// Replacement is the module path the build fetched instead of Path
+	// (a replace by another module), "" when none.
+	Replacement string
+}
+
+// fetched is the module path the build fetched.
+func (m *debugModule) fetched() string {
+	if m.Replacement != "" {
+		return m.Replacement
+	}
+	return m.Path
+}
 
 // toModules lists the main module and the dependencies, each as built (a
 // replacement's version when replaced), sorted.
 func toModules(info *buildinfo.BuildInfo) []*debugModule {
 	out := []*debugModule{{Path: info.Main.Path, Version: orDevel(info.Main.Version), Sum: info.Main.Sum}}
 	for _, d := range info.Deps {
-		m := d
-		if d.Replace != nil {
-			m = d.Replace
-			m.Path = d.Path
+		m := &debugModule{Path: d.Path, Version: orDevel(d.Version), Sum: d.Sum}
+		if r := d.Replace; r != nil {
+			m.Version, m.Sum = orDevel(r.Version), r.Sum
+			if r.Version != "" {
+				m.Replacement = r.Path
+			}
 		}
-		out = append(out, &debugModule{Path: m.Path, Version: orDevel(m.Version), Sum: m.Sum})
+		out = append(out, m)
 	}
 	sort.Slice(out[1:], func(i, j int) bool { return out[1+i].Path < out[1+j].Path })
 	return out

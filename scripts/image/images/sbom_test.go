@@ -34,7 +34,7 @@ func TestAnnotationsAndSBOM(t *testing.T) {
 			want := map[string]string{
 				images.AnnotationSource:   images.Source,
 				images.AnnotationVersion:  tag,
-				images.AnnotationLicenses: images.Licenses,
+				images.AnnotationLicenses: "Apache-2.0", // LICENSE at the root
 				images.AnnotationRevision: testRevision,
 			}
 			for k, v := range want {
@@ -89,6 +89,31 @@ func TestAnnotationsAndSBOM(t *testing.T) {
 					return e.ReferenceLocator == "pkg:golang/k8s.io/client-go@"+mod
 				}) {
 					t.Errorf("SBOM lacks k8s.io/client-go %s as a purl: %+v", mod, p)
+				}
+				// Each package's licence, from its module's licence file:
+				// a third-party module's in the module cache, this
+				// repository's LICENSE for its own modules and binaries,
+				// Go's for the standard library.
+				for name, want := range map[string]string{
+					"k8s.io/client-go@" + mod:                "Apache-2.0",
+					"github.com/dranode/dranode/agent":       "Apache-2.0",
+					"/usr/local/bin/dranode-agent":           "Apache-2.0",
+					"stdlib":                                 "BSD-3-Clause",
+					"github.com/hashicorp/go-plugin":         "MPL-2.0",
+					"go.yaml.in/yaml/v3":                     "MIT AND Apache-2.0",
+					"github.com/dranode/dranode/sliceclient": "Apache-2.0",
+				} {
+					if got := byName[name].LicenseDeclared; got != want {
+						t.Errorf("SBOM: %s licenseDeclared %q, want %q", name, got, want)
+					}
+				}
+			}
+			// A vendor's review needs every package's licence: a new
+			// dependency whose licence file the scanner cannot read fails
+			// here, naming it.
+			for _, p := range doc.Packages {
+				if p.LicenseDeclared == "" || p.LicenseDeclared == images.NoAssertion {
+					t.Errorf("SBOM: %s %s has no licence (licenseDeclared %q)", p.Name, p.VersionInfo, p.LicenseDeclared)
 				}
 			}
 		})
