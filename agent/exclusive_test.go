@@ -229,7 +229,9 @@ func TestSharesOfOneDevice(t *testing.T) {
 			second := share("share-2", "00000000-0000-0000-0041-000000000032", "aaaaaaaa-0000-0000-0000-000000000002")
 			again := share("share-1-again", "00000000-0000-0000-0041-000000000033", "aaaaaaaa-0000-0000-0000-000000000001")
 			k := connectKubelet(t, e.cfg, journalDriver)
-			waitFor(t, "the plugin's inventory", func() bool { return a.shareable(journalDriver, "pool-a", "gpu-1") == published })
+			waitFor(t, "the plugin's inventory", func() bool {
+				return a.published(journalDriver, "pool-a", "gpu-1").AllowMultipleAllocations == published
+			})
 			mustPrepared(t, k.prepare(t, first), first)
 			if published {
 				mustPrepared(t, k.prepare(t, second), second)

@@ -36,6 +36,10 @@ type Cache struct {
 	byName  map[string]string      // namespace/name → UID
 	holders map[deviceKey][]holder // who holds each device: entries and holds (hold.go)
 	holds   map[string]*Hold       // each claim's unreleased Holds (a list through Hold.next)
+	// lastConsumed is what each device Hold was told of last consumes of
+	// its pool's counters, for when the inventory no longer lists it
+	// (counters.go); in memory only.
+	lastConsumed map[deviceKey]CounterAmounts
 }
 
 // RestoreReport says what Open found.
@@ -124,6 +128,8 @@ func Open(dir, bootID string, opts ...Option) (*Cache, *RestoreReport, error) {
 		byName:  make(map[string]string),
 		holders: make(map[deviceKey][]holder),
 		holds:   make(map[string]*Hold),
+
+		lastConsumed: make(map[deviceKey]CounterAmounts),
 	}
 	report := &RestoreReport{}
 	for key, r := range j.Snapshot() {

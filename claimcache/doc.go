@@ -57,9 +57,12 @@
 // driver touches it; StartPrepare records the held devices, so a crash
 // keeps them held; a failed unprepare leaves the claim in UnprepareStarted,
 // holding them. Admin access, and distinct shares of a device published
-// with allowMultipleAllocations, do not conflict; a conflict is a
-// *DeviceInUseError (errors.Is ErrDeviceInUse) naming the device and the
-// holder. The holders are an index in memory, rebuilt by Open.
+// with allowMultipleAllocations, do not conflict. Devices of different
+// names that consume the same counters (a whole GPU and its partitions)
+// conflict when, with what the devices other claims hold consume, they
+// pass a counter's published value. A conflict is a *DeviceInUseError
+// (errors.Is ErrDeviceInUse) naming the device and the holder. The holders
+// are an index in memory, rebuilt by Open.
 //
 // # Reboots
 //

@@ -242,11 +242,14 @@ func ExampleCache_Hold() {
 	}
 	defer cache.Close()
 	gpu0 := map[string][]claimcache.Device{"gpu.example.com": {{Pool: "node-a", Device: "gpu-0", Requests: []string{"gpu"}}}}
-	// shareable: the devices the driver publishes with allowMultipleAllocations.
-	shareable := func(driver, pool, device string) bool { return false }
+	// published: how the driver publishes a device in its latest inventory
+	// (allowMultipleAllocations, the counters it consumes).
+	published := func(driver, pool, device string) claimcache.PublishedDevice {
+		return claimcache.PublishedDevice{Listed: true}
+	}
 
 	prepare := func(claim claimcache.ClaimRef) error {
-		hold, err := cache.Hold(claim, gpu0, shareable)
+		hold, err := cache.Hold(claim, gpu0, published)
 		if err != nil {
 			return err // a *claimcache.DeviceInUseError: the kubelet retries
 		}

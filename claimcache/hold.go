@@ -3,6 +3,7 @@ package claimcache
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
 )
 
@@ -20,8 +21,9 @@ import (
 // admin access (Device.AdminAccess, which Kubernetes allows beside other
 // claims' use) or both are shares (Device.ShareID) with distinct share IDs
 // of a device the driver publishes with allowMultipleAllocations (the
-// shareable function passed to Hold says which). The same claim (UID) never
-// conflicts with itself.
+// Published function passed to Hold says which). Two devices of different
+// names conflict when they consume the same counters beyond their value
+// (counters.go). The same claim (UID) never conflicts with itself.
 
 // ErrDeviceInUse is matched (errors.Is) by a *DeviceInUseError.
 var ErrDeviceInUse = errors.New("claimcache: device in use by another claim")
@@ -41,12 +43,21 @@ type DeviceInUseError struct {
 	// HolderUncertain: the holder's last state is not known (damage to
 	// the record); it holds its devices until reconciled.
 	HolderUncertain bool
+	// CounterSet and Counter, when set, say that the device is refused for
+	// a counter it consumes (a partitionable device: the same hardware as
+	// another device name): with what the holder's devices, HolderDevice
+	// among them, consume of it, the counter's published value is
+	// exceeded.
+	CounterSet, Counter, HolderDevice string
 }
 
 func (e *DeviceInUseError) Error() string {
 	what := "device " + e.Driver + "/" + e.Pool + "/" + e.Device
 	if e.ShareID != "" {
 		what += " (share " + e.ShareID + ")"
+	}
+	if e.CounterSet != "" {
+		what += fmt.Sprintf(" (with device %s it exceeds counter %s of counter set %s)", e.HolderDevice, e.Counter, e.CounterSet)
 	}
 	return fmt.Sprintf("%s is in use by claim %s/%s (uid %s, %s): claim %s/%s (uid %s) gets it once that claim is unprepared",
 		what, e.Holder.Namespace, e.Holder.Name, e.Holder.UID, e.holderState(), e.Claim.Namespace, e.Claim.Name, e.Claim.UID)
@@ -96,11 +107,36 @@ type holder struct {
 	hold      *Hold
 }
 
-// Shareable reports whether a driver publishes a device with
-// allowMultipleAllocations, so that its shares (allocations with distinct
-// share IDs) do not conflict. A nil Shareable shares nothing. Hold calls it
-// without holding the Cache's locks, only for devices with a share ID.
-type Shareable func(driver, pool, device string) bool
+// PublishedDevice is what a driver's latest inventory says of one device,
+// as far as holding it goes. Its zero value is a device the inventory does
+// not list.
+type PublishedDevice struct {
+	// Listed: the inventory lists the device. Of a device it no longer
+	// lists, Hold counts what it last said the device consumes.
+	Listed bool
+	// AllowMultipleAllocations: the device is published with
+	// allowMultipleAllocations, so that its shares (allocations with
+	// distinct share IDs) do not conflict.
+	AllowMultipleAllocations bool
+	// ConsumesCounters is what the device consumes from its pool's counter
+	// sets (consumesCounters, KEP-4815 partitionable devices), and
+	// CounterValues the value of each counter of those sets (the pool's
+	// sharedCounters). Nil for a device that consumes none.
+	ConsumesCounters, CounterValues CounterAmounts
+}
+
+// CounterAmounts are amounts of counters by counter set and counter name:
+// what a device consumes, or what a counter set holds. The amounts are
+// exact (a resource.Quantity as a rational) and never changed by Hold.
+type CounterAmounts map[string]map[string]*big.Rat
+
+// Published reports how a driver publishes a device in its latest
+// inventory: whether claims may hold shares of it and the counters it
+// consumes. A nil Published shares nothing and counts no counters. Hold
+// calls it without holding the Cache's locks, for the claim's devices and,
+// when they consume counters, for the devices other claims hold in the
+// same pools.
+type Published func(driver, pool, device string) PublishedDevice
 
 // Hold checks that no other claim holds any of the devices the claim's
 // allocation names (per driver, as FinishPrepare takes them; CDI IDs may be
@@ -113,38 +149,61 @@ type Shareable func(driver, pool, device string) bool
 //
 // A device held by another claim is a *DeviceInUseError naming it and the
 // holder. Devices with AdminAccess are neither checked nor held; a share of
-// a device shareable says allows multiple allocations conflicts only with
-// a hold of the same share ID or without one. Nothing is written. The Hold
-// keeps drivers: the caller must not change it until Release.
-func (c *Cache) Hold(ref ClaimRef, drivers map[string][]Device, shareable Shareable) (*Hold, error) {
+// a device published says allows multiple allocations conflicts only with
+// a hold of the same share ID or without one. Two devices of one pool are
+// the same hardware as far as they consume the same counters: a device
+// whose counters, added to what the devices other claims hold consume
+// (each device once), exceed a counter's published value is a
+// *DeviceInUseError naming the counter and a holder, the scheduler's own
+// rule kept on the node. Nothing is written. The Hold keeps drivers: the
+// caller must not change it until Release.
+func (c *Cache) Hold(ref ClaimRef, drivers map[string][]Device, published Published) (*Hold, error) {
 	if err := ref.validate(); err != nil {
 		return nil, err
 	}
 	if err := validateDrivers(ref.UID, drivers); err != nil {
 		return nil, err
 	}
-	// Asked before the Cache's mutex is taken: shareable is the caller's
+	// Asked before the Cache's mutex is taken: published is the caller's
 	// code, and reads the caller's state under the caller's locks.
-	var shares map[deviceKey]bool
-	for driver, devs := range drivers {
-		for _, d := range devs {
-			if d.ShareID != "" && !d.AdminAccess && shareable != nil {
-				if shares == nil {
-					shares = map[deviceKey]bool{}
+	var stack [8]answer
+	asked := answers(stack[:0])
+	if published != nil {
+		for driver, devs := range drivers {
+			for _, d := range devs {
+				if !d.AdminAccess {
+					asked = asked.ask(published, deviceKey{driver, d.Pool, d.Device})
 				}
-				shares[deviceKey{driver, d.Pool, d.Device}] = shareable(driver, d.Pool, d.Device)
 			}
 		}
 	}
 	h := &Hold{c: c, claim: ref, drivers: drivers}
 	c.mu.Lock()
+	// The devices other claims hold beside counter-consuming ones are
+	// asked about too, outside the mutex; a device held meanwhile is asked
+	// about in the next round, each device once.
+	for published != nil {
+		unasked := c.unaskedLocked(ref, drivers, asked)
+		if len(unasked) == 0 {
+			break
+		}
+		c.mu.Unlock()
+		for _, k := range unasked {
+			asked = asked.ask(published, k)
+		}
+		c.mu.Lock()
+	}
 	defer c.mu.Unlock()
+	c.learnLocked(asked)
 	for driver, devs := range h.drivers {
 		for _, d := range devs {
-			if err := c.conflictLocked(ref, driver, d, shares); err != nil {
+			if err := c.conflictLocked(ref, driver, d, asked); err != nil {
 				return nil, err
 			}
 		}
+	}
+	if err := c.counterConflictLocked(ref, drivers, asked); err != nil {
+		return nil, err
 	}
 	for driver, devs := range h.drivers {
 		for _, d := range devs {
@@ -161,8 +220,8 @@ func (c *Cache) Hold(ref ClaimRef, drivers map[string][]Device, shareable Sharea
 }
 
 // conflictLocked returns the error for a device another claim holds;
-// shares says which devices with a share ID allow multiple allocations.
-func (c *Cache) conflictLocked(ref ClaimRef, driver string, d Device, shares map[deviceKey]bool) error {
+// asked says which devices allow multiple allocations.
+func (c *Cache) conflictLocked(ref ClaimRef, driver string, d Device, asked answers) error {
 	if d.AdminAccess {
 		return nil
 	}
@@ -171,7 +230,7 @@ func (c *Cache) conflictLocked(ref ClaimRef, driver string, d Device, shares map
 		if o.claim.UID == ref.UID {
 			continue
 		}
-		if d.ShareID != "" && o.shareID != "" && d.ShareID != o.shareID && shares[k] {
+		if d.ShareID != "" && o.shareID != "" && d.ShareID != o.shareID && shareable(asked, k) {
 			continue
 		}
 		return &DeviceInUseError{
@@ -180,6 +239,13 @@ func (c *Cache) conflictLocked(ref ClaimRef, driver string, d Device, shares map
 		}
 	}
 	return nil
+}
+
+// shareable reports whether the driver publishes device k with
+// allowMultipleAllocations.
+func shareable(asked answers, k deviceKey) bool {
+	p, _ := asked.get(k)
+	return p.AllowMultipleAllocations
 }
 
 // Release ends the hold; the claim's record, if any, still holds what it

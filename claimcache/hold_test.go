@@ -25,8 +25,11 @@ func dev(name, shareID string, admin bool) map[string][]Device {
 	return map[string][]Device{holdDriver: {{Pool: "node-a", Device: name, Requests: []string{"gpu"}, ShareID: shareID, AdminAccess: admin}}}
 }
 
-func shareAll(string, string, string) bool  { return true }
-func shareNone(string, string, string) bool { return false }
+func shareAll(string, string, string) PublishedDevice {
+	return PublishedDevice{Listed: true, AllowMultipleAllocations: true}
+}
+
+func shareNone(string, string, string) PublishedDevice { return PublishedDevice{Listed: true} }
 
 // prepareA records holderA with devs through the whole prepare (Hold,
 // StartPrepare, FinishPrepare, release) and leaves it in state.
@@ -61,7 +64,7 @@ func TestHold(t *testing.T) {
 		setup     func(t *testing.T, c *Cache)
 		claim     ClaimRef
 		devs      map[string][]Device
-		shareable Shareable
+		published Published
 		// wantState is the holder's state in the refusal ("-": no refusal;
 		// "": the holder is only being prepared, not recorded).
 		wantState State
@@ -101,17 +104,17 @@ func TestHold(t *testing.T) {
 		{name: "a claim beside an admin access claim", setup: func(t *testing.T, c *Cache) { prepareA(t, c, dev("gpu-0", "", true), Prepared) },
 			claim: claimB, devs: dev("gpu-0", "", false), wantState: "-"},
 		{name: "distinct shares", setup: func(t *testing.T, c *Cache) { prepareA(t, c, dev("gpu-0", "share-1", false), Prepared) },
-			claim: claimB, devs: dev("gpu-0", "share-2", false), shareable: shareAll, wantState: "-"},
+			claim: claimB, devs: dev("gpu-0", "share-2", false), published: shareAll, wantState: "-"},
 		{name: "the same share", setup: func(t *testing.T, c *Cache) { prepareA(t, c, dev("gpu-0", "share-1", false), Prepared) },
-			claim: claimB, devs: dev("gpu-0", "share-1", false), shareable: shareAll, wantState: Prepared},
+			claim: claimB, devs: dev("gpu-0", "share-1", false), published: shareAll, wantState: Prepared},
 		{name: "distinct shares of a device not published as shareable", setup: func(t *testing.T, c *Cache) { prepareA(t, c, dev("gpu-0", "share-1", false), Prepared) },
-			claim: claimB, devs: dev("gpu-0", "share-2", false), shareable: shareNone, wantState: Prepared},
-		{name: "distinct shares without a shareable function", setup: func(t *testing.T, c *Cache) { prepareA(t, c, dev("gpu-0", "share-1", false), Prepared) },
+			claim: claimB, devs: dev("gpu-0", "share-2", false), published: shareNone, wantState: Prepared},
+		{name: "distinct shares without a Published function", setup: func(t *testing.T, c *Cache) { prepareA(t, c, dev("gpu-0", "share-1", false), Prepared) },
 			claim: claimB, devs: dev("gpu-0", "share-2", false), wantState: Prepared},
 		{name: "a share of a device held whole", setup: func(t *testing.T, c *Cache) { prepareA(t, c, dev("gpu-0", "", false), Prepared) },
-			claim: claimB, devs: dev("gpu-0", "share-2", false), shareable: shareAll, wantState: Prepared},
+			claim: claimB, devs: dev("gpu-0", "share-2", false), published: shareAll, wantState: Prepared},
 		{name: "the whole device while a share is held", setup: func(t *testing.T, c *Cache) { prepareA(t, c, dev("gpu-0", "share-1", false), Prepared) },
-			claim: claimB, devs: dev("gpu-0", "", false), shareable: shareAll, wantState: Prepared},
+			claim: claimB, devs: dev("gpu-0", "", false), published: shareAll, wantState: Prepared},
 		{name: "the old claim of the same name holds", setup: func(t *testing.T, c *Cache) { prepareA(t, c, dev("gpu-0", "", false), Prepared) },
 			claim: ClaimRef{Namespace: holderA.Namespace, Name: holderA.Name, UID: "uid-a2"}, devs: dev("gpu-0", "", false), wantState: Prepared},
 	} {
@@ -119,7 +122,7 @@ func TestHold(t *testing.T) {
 			c, _ := openT(t, t.TempDir(), bootOne)
 			defer c.Close()
 			tc.setup(t, c)
-			h, err := c.Hold(tc.claim, tc.devs, tc.shareable)
+			h, err := c.Hold(tc.claim, tc.devs, tc.published)
 			if tc.wantState == "-" {
 				if err != nil {
 					t.Fatalf("Hold: %v, want no conflict", err)

@@ -290,7 +290,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 	// between). The scheduler never hands out a device twice, but a
 	// force-deleted pod's containers may still run with it; the driver is
 	// the last line of defence. StartPrepare records the held devices.
-	hold, err := d.record.Hold(ref, map[string][]claimcache.Device{d.cfg.DriverName: devices}, d.shareable)
+	hold, err := d.record.Hold(ref, map[string][]claimcache.Device{d.cfg.DriverName: devices}, d.published)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrClaimRefused, err)
 	}
@@ -350,22 +350,23 @@ func (d *Driver) allocatedDevices(claim *resourceapi.ResourceClaim) ([]claimcach
 	return devices, nil
 }
 
-// shareable reports whether the driver publishes a device with
+// published says how the driver publishes a device (claimcache.Hold asks
+// before it holds the claim's devices): whether it is published with
 // allowMultipleAllocations, so that claims with distinct share IDs may
-// hold it at once (claimcache.Hold asks only then). The simulated GPUs are
-// published without it: every GPU is one claim's at a time.
-func (d *Driver) shareable(driver, pool, device string) bool {
+// hold it at once. The simulated GPUs are published without it, and
+// consume no counters (no partitions), so a GPU is one claim's at a time.
+func (d *Driver) published(driver, pool, device string) claimcache.PublishedDevice {
 	if driver != d.cfg.DriverName {
-		return false
+		return claimcache.PublishedDevice{}
 	}
 	for _, p := range d.Inventory().Pools {
 		for _, dev := range p.Devices {
 			if p.Name == pool && dev.Name == device {
-				return dev.AllowMultipleAllocations != nil && *dev.AllowMultipleAllocations
+				return claimcache.PublishedDevice{Listed: true, AllowMultipleAllocations: dev.AllowMultipleAllocations != nil && *dev.AllowMultipleAllocations}
 			}
 		}
 	}
-	return false
+	return claimcache.PublishedDevice{}
 }
 
 // startPrepare records PrepareStarted, first clearing what stands in the
