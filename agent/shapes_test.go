@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -92,4 +94,48 @@ func dryRunSlices(t *testing.T, dir string) []resourcev1.ResourceSlice {
 		out = append(out, s)
 	}
 	return out
+}
+
+// A partitioned GPU is one piece of hardware under three device names:
+// its two partitions are prepared side by side for two claims, the whole
+// GPU is refused while either is held (the counters they consume would
+// exceed the GPU's memory: a force-deleted pod's claim is still prepared
+// when the scheduler, which sees it deallocated, hands the GPU on), and
+// once the partitions' claims are unprepared, the kubelet's retry
+// prepares it; then a partition waits for the whole.
+func TestPartitionsOfOneGPU(t *testing.T) {
+	e := newTestEnv(t, gpuDriver)
+	e.cfg.Plugins.Drivers[0].Config["partitionedGPUs"] = 1
+	a := e.start(t, Options{})
+	part0 := claim("team-a", "part-0", "00000000-0000-0000-0041-000000000041", "node-a", [2]string{gpuDriver, "partitioned-gpu-0-part-0"})
+	part1 := claim("team-b", "part-1", "00000000-0000-0000-0041-000000000042", "node-a", [2]string{gpuDriver, "partitioned-gpu-0-part-1"})
+	whole := claim("team-c", "whole", "00000000-0000-0000-0041-000000000043", "node-a", [2]string{gpuDriver, "partitioned-gpu-0"})
+	for _, c := range []*resourcev1.ResourceClaim{part0, part1, whole} {
+		c.Status.Allocation.Devices.Results[0].Pool = "node-a" // the gpu plugin's pool is its node
+		e.writeClaim(t, c)
+	}
+	k := connectKubelet(t, e.cfg, gpuDriver)
+	waitFor(t, "the plugin's inventory", func() bool { return a.published(gpuDriver, "node-a", "partitioned-gpu-0").Listed })
+
+	mustPrepared(t, k.prepare(t, part0), part0)
+	mustPrepared(t, k.prepare(t, part1), part1)
+	refused := func(c, holder *resourcev1.ResourceClaim, device, holderDevice string) {
+		t.Helper()
+		r := k.prepare(t, c)[string(c.UID)]
+		want := fmt.Sprintf("device %s/node-a/%s (with device %s it exceeds counter memory of counter set partitioned-gpu-0) is in use by claim %s/%s (uid %s, prepared)",
+			gpuDriver, device, holderDevice, holder.Namespace, holder.Name, holder.UID)
+		if r == nil || !strings.Contains(r.Error, want) {
+			t.Fatalf("prepare of %s beside %s: %v\nwant an error saying %q", device, holderDevice, r, want)
+		}
+	}
+	refused(whole, part0, "partitioned-gpu-0", "partitioned-gpu-0-part-0")
+	if r := k.unprepare(t, part0)[string(part0.UID)]; r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	refused(whole, part1, "partitioned-gpu-0", "partitioned-gpu-0-part-1")
+	if r := k.unprepare(t, part1)[string(part1.UID)]; r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	mustPrepared(t, k.prepare(t, whole), whole)
+	refused(part1, whole, "partitioned-gpu-0-part-1", "partitioned-gpu-0")
 }
