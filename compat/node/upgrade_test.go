@@ -163,29 +163,47 @@ func (c *cluster) sliceWrites() int {
 // draFailure is a kubelet log line about a failed DRA call.
 var draFailure = regexp.MustCompile(`^E.*(?i:prepare dynamic resources|NodePrepareResources|NodeUnprepareResources|DRA driver [^ ]+ is not registered)`)
 
+// heldByChurn is the agent's refusal of a device that an earlier churn
+// pod's claim still holds (issue 41). The churn deletes a pod and creates
+// the next at once; the resourceclaim controller deallocates the claim
+// when the pod is gone, while the kubelet unprepares it in the pod's
+// termination, a moment later: the scheduler gives the device to the new
+// claim in between, and the agent refuses it until the old claim is
+// unprepared. The kubelet retries, and the churn waits for every pod to
+// run, so these refusals are the rule at work, not the upgrade failing.
+var heldByChurn = regexp.MustCompile(`device gpu\.example\.com/\S+ is in use by claim default/churn-\d+-gpu-\w+ \(uid [0-9a-f-]+, prepared\)`)
+
 // checkNoFailedDRACalls looks at what the kubelet says of its calls to the
 // agent: no FailedPrepareDynamicResources event, no error line about DRA
-// in its log since offset.
+// in its log since offset, but for the refusals of a device an earlier
+// churn claim holds (heldByChurn), which are counted.
 func (c *cluster) checkNoFailedDRACalls(offset int64) {
 	c.t.Helper()
 	events, err := c.client.CoreV1().Events("default").List(c.ctx, metav1.ListOptions{})
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	held := 0
 	for _, e := range events.Items {
-		if strings.Contains(e.Reason, "Prepare") || strings.Contains(e.Reason, "DynamicResources") {
-			c.t.Errorf("kubelet event %s on %s: %s", e.Reason, e.InvolvedObject.Name, e.Message)
+		if !strings.Contains(e.Reason, "Prepare") && !strings.Contains(e.Reason, "DynamicResources") {
+			continue
 		}
+		if heldByChurn.MatchString(e.Message) {
+			held++
+			continue
+		}
+		c.t.Errorf("kubelet event %s on %s: %s", e.Reason, e.InvolvedObject.Name, e.Message)
 	}
 	raw, err := os.ReadFile(c.node.Dir() + "/kubelet.log")
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	for _, l := range strings.Split(string(raw[offset:]), "\n") {
-		if draFailure.MatchString(l) {
+		if draFailure.MatchString(l) && !heldByChurn.MatchString(l) {
 			c.t.Errorf("kubelet: %s", l)
 		}
 	}
+	c.t.Logf("refusals of a device an earlier churn claim still held, retried by the kubelet: %d events", held)
 }
 
 func fileSize(t testing.TB, path string) int64 {
