@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"golang.org/x/sys/unix"
@@ -134,18 +136,144 @@ func TestLoopDiskEndToEnd(t *testing.T) {
 		t.Errorf("%v unprepare errors", got)
 	}
 
+	pattern2 := "dranode issue 41 " + rand.Text()
+	t.Logf("second pattern %q", pattern2)
 	p2 := c.workloadPod("loop-reader", loopPodSample)
-	probe(p2, loopDiskGlob, "")
+	probe(p2, loopDiskGlob, pattern2)
 	c.createPod(p2)
 	p2 = c.waitRunning("default", p2.Name)
 	claim2 := c.claimOf(p2)
 	if d1, d2 := claim1.Status.Allocation.Devices.Results[0].Device, claim2.Status.Allocation.Devices.Results[0].Device; d1 != d2 {
 		t.Fatalf("the second claim got %s, the first %s; the chart was given one disk", d2, d1)
 	}
-	if b := c.report(p2.Namespace, p2.Name).Block; b == nil || b.OpenError != "" || !b.ZerosBefore {
-		t.Errorf("the next claim's pod: block probe %+v, want zeros", b)
+	if b := c.report(p2.Namespace, p2.Name).Block; b == nil || b.OpenError != "" || !b.ZerosBefore || b.ReadBack != pattern2 {
+		t.Fatalf("the next claim's pod: block probe %+v, want zeros, then %q read back", b, pattern2)
 	}
-	c.endPods("the reader's claim unprepared", p2)
+	p3 := handOverAfterNodeLost(t, c, p2, claim2, pattern2, file)
+	c.endPods("the last claim unprepared", p3)
+}
+
+// handOverAfterNodeLost is issue 41's hand-over on a real node: the pod
+// holding the disk is force-deleted while its containers run (the kubelet
+// is down, as on a node the pod garbage collector gave up on), the
+// resourceclaim controller deallocates its claim, and the scheduler gives
+// the same disk to the next pod's claim on the same node at once. When the
+// kubelet is back, the old claim is still prepared: the kubelet kills the
+// orphaned container within seconds, but only its DRA reconcile, a minute
+// later, unprepares the old claim, which zeroes the disk. Until then the
+// agent must refuse the new claim — the kubelet shows the refusal, naming
+// the disk and the claim holding it, in the new pod's events — and the new
+// pod, once it starts, reads zeros, never the old tenant's pattern. It
+// returns the new pod, running.
+func handOverAfterNodeLost(t *testing.T, c *cluster, old *corev1.Pod, oldClaim *resourcev1.ResourceClaim, pattern, file string) *corev1.Pod {
+	t.Helper()
+	disk := oldClaim.Status.Allocation.Devices.Results[0].Device
+	if err := c.node.StopKubelet(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.client.CoreV1().Pods(old.Namespace).Delete(c.ctx, old.Name, *metav1.NewDeleteOptions(0)); err != nil {
+		t.Fatalf("force-deleting pod %s: %v", old.Name, err)
+	}
+	c.waitPodGone(old.Namespace, old.Name)
+	next := c.workloadPod("loop-next", loopPodSample)
+	probe(next, loopDiskGlob, "")
+	c.createPod(next)
+	var last string
+	next = eventually(c, "pod "+next.Name+" bound to the node, its claim given "+disk, func() (*corev1.Pod, bool) {
+		p, err := c.client.CoreV1().Pods(next.Namespace).Get(c.ctx, next.Name, metav1.GetOptions{})
+		if err != nil || p.Spec.NodeName == "" {
+			last = fmt.Sprintf("not bound (%v)", err)
+			return nil, false
+		}
+		return p, true
+	}, func() string { return last })
+	newClaim := c.claimOf(next)
+	if got := newClaim.Status.Allocation.Devices.Results[0].Device; got != disk {
+		t.Fatalf("the new claim got %s, the force-deleted pod's claim had %s; the chart was given one disk", got, disk)
+	}
+	// The window is real: the old tenant still runs, its claim is still
+	// prepared, its data still on the disk.
+	if pids := processesWithEnv(t, workload.BlockPatternEnv+"="+pattern); len(pids) == 0 {
+		t.Fatalf("the force-deleted pod's container is not running any more: no window to test")
+	}
+	c.specFor(oldClaim) // fails the test if the old claim's spec is gone
+	if onDisk := readPrefix(t, file, len(pattern)); string(onDisk) != pattern {
+		t.Fatalf("before the kubelet is back the disk starts with %q, want the old tenant's %q", onDisk, pattern)
+	}
+
+	if err := c.node.StartKubelet(c.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The refusal, or the new pod running without one: the bug of issue
+	// 41, which the test reports with what the new pod read.
+	var events []string
+	refused := eventually(c, "pod "+next.Name+" refused while "+oldClaim.Name+" holds "+disk+", or running", func() (bool, bool) {
+		list, err := c.client.CoreV1().Events(next.Namespace).List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(next.UID)})
+		if err != nil {
+			return false, false
+		}
+		events = events[:0]
+		for _, e := range list.Items {
+			events = append(events, e.Reason+": "+e.Message)
+			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, disk) &&
+				(strings.Contains(e.Message, oldClaim.Name) || strings.Contains(e.Message, string(oldClaim.UID))) {
+				t.Logf("pod %s refused: %s: %s", next.Name, e.Reason, e.Message)
+				return true, true
+			}
+		}
+		p, err := c.client.CoreV1().Pods(next.Namespace).Get(c.ctx, next.Name, metav1.GetOptions{})
+		return false, err == nil && p.Status.Phase == corev1.PodRunning
+	}, func() string { return fmt.Sprintf("events %q", events) })
+	if !refused {
+		b := c.report(next.Namespace, next.Name).Block
+		t.Fatalf("pod %s started while the force-deleted pod's claim %s (UID %s) still held %s, without a refusal in its events %q; "+
+			"it read zeros: %v; the old tenant's data: %v (block probe %+v)",
+			next.Name, oldClaim.Name, oldClaim.UID, disk, events, b != nil && b.ZerosBefore, b != nil && !b.ZerosBefore, b)
+	}
+	next = c.waitRunning(next.Namespace, next.Name)
+	if pids := processesWithEnv(t, workload.BlockPatternEnv+"="+pattern); len(pids) != 0 {
+		t.Errorf("pod %s runs while the force-deleted pod's container (pids %v) still runs", next.Name, pids)
+	}
+	for _, name := range c.cdiSpecs() {
+		if strings.Contains(name, string(oldClaim.UID)) {
+			t.Errorf("pod %s runs while the old claim's CDI spec %s is still there", next.Name, name)
+		}
+	}
+	if b := c.report(next.Namespace, next.Name).Block; b == nil || b.OpenError != "" || b.Error != "" || !b.ZerosBefore {
+		t.Errorf("pod %s, after the hand-over: block probe %+v, want zeros", next.Name, b)
+	}
+	if got := c.metric(fmt.Sprintf("dranode_unprepare_errors_total{driver=%q}", loopDriver)); got != 0 {
+		t.Errorf("%v unprepare errors", got)
+	}
+	if got := c.metric(fmt.Sprintf("dranode_prepare_refused_total{driver=%q,reason=\"device_in_use\"}", loopDriver)); got < 1 {
+		t.Errorf("dranode_prepare_refused_total for %s: %v, want the refusals the pod's events showed", loopDriver, got)
+	}
+	return next
+}
+
+// processesWithEnv are the processes of the machine whose environment holds
+// the variable kv ("NAME=value"): a container's, found from the host.
+func processesWithEnv(t *testing.T, kv string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue // gone, or a kernel thread
+		}
+		if slices.Contains(strings.Split(string(env), "\x00"), kv) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // probe asks the workload in p's first container for a block probe.

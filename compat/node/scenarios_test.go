@@ -228,6 +228,8 @@ func TestSamplePodSeesItsDevices(t *testing.T) {
 			m[`dranode_record_sweeps_total{result="kubelet-checkpoint-missing"}`], m[`dranode_record_sweeps_total{result="kubelet-checkpoint-unreadable"}`])
 	}
 
+	checkAdminAccessOnDeviceInUse(t, c, p, claim)
+
 	c.endPods("the claim's CDI spec removed on unprepare", p)
 	if got := c.metric(fmt.Sprintf("dranode_unprepare_errors_total{driver=%q}", driverName)); got != 0 {
 		t.Errorf("%v unprepare errors", got)

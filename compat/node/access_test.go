@@ -1,0 +1,134 @@
+package node_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dranode/dranode/scripts/image/workload"
+)
+
+// adminNamespace is where admin-access claims may be made: Kubernetes
+// allocates them only in a namespace with this label.
+const (
+	adminNamespace  = "dra-admin"
+	adminAccessName = "resource.kubernetes.io/admin-access"
+)
+
+// Issue 41: an admin-access claim (a monitoring agent's) names a device
+// another running pod's claim holds. The scheduler allocates it regardless
+// (admin access is exempt from exclusivity), and so must the agent: the
+// claim is prepared and its pod runs beside the device's tenant, while the
+// tenant's pod keeps running undisturbed.
+func checkAdminAccessOnDeviceInUse(t *testing.T, c *cluster, tenant *corev1.Pod, held *resourcev1.ResourceClaim) {
+	t.Helper()
+	result := held.Status.Allocation.Devices.Results[0]
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: adminNamespace, Labels: map[string]string{adminAccessName: "true"}}}
+	if _, err := c.client.CoreV1().Namespaces().Create(c.ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "monitor-" + result.Device, Namespace: adminNamespace},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name: "gpu",
+			Exactly: &resourcev1.ExactDeviceRequest{
+				DeviceClassName: driverName,
+				AdminAccess:     new(true),
+				Selectors:       []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: c.deviceSelector(result)}}},
+			},
+		}}}},
+	}
+	if _, err := c.client.ResourceV1().ResourceClaims(adminNamespace).Create(c.ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the admin-access claim: %v", err)
+	}
+	p := c.workloadPod("gpu-monitor", "")
+	p.Namespace = adminNamespace
+	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}}
+	p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	c.waitDefaultServiceAccount(adminNamespace)
+	c.createPod(p)
+	p = c.waitRunning(adminNamespace, p.Name)
+	got, err := c.client.ResourceV1().ResourceClaims(adminNamespace).Get(c.ctx, claim.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Allocation == nil || len(got.Status.Allocation.Devices.Results) != 1 {
+		t.Fatalf("admin-access claim %s allocated %+v, want one device", claim.Name, got.Status.Allocation)
+	}
+	r := got.Status.Allocation.Devices.Results[0]
+	if r.Device != result.Device || r.Pool != result.Pool || r.AdminAccess == nil || !*r.AdminAccess {
+		t.Fatalf("admin-access claim %s got %s/%s (admin access %v), want %s/%s with admin access", claim.Name, r.Pool, r.Device, r.AdminAccess, result.Pool, result.Device)
+	}
+	_, spec := c.specFor(got)
+	report := c.report(p.Namespace, p.Name)
+	checkContainerSawSpec(t, report, spec)
+	// The gpu example marks an admin-access device monitoring-only.
+	if !slices.ContainsFunc(report.Env, func(e workload.EnvVar) bool { return strings.HasSuffix(e.Name, "_ACCESS") && e.Value == "monitor" }) {
+		t.Errorf("the admin-access pod's environment has no GPU_DEVICE_..._ACCESS=monitor: %v", report.Env)
+	}
+	if tenantNow, err := c.client.CoreV1().Pods(tenant.Namespace).Get(c.ctx, tenant.Name, metav1.GetOptions{}); err != nil ||
+		tenantNow.Status.Phase != corev1.PodRunning || tenantNow.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("the device's tenant %s disturbed by the admin-access claim: %v", tenant.Name, err)
+	}
+	t.Logf("admin-access claim %s prepared on %s beside %s's claim %s", claim.Name, r.Device, tenant.Name, held.Name)
+	c.deletePod(p.Namespace, p.Name)
+	c.waitPodGone(p.Namespace, p.Name)
+	if err := c.client.ResourceV1().ResourceClaims(adminNamespace).Delete(c.ctx, claim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitSpecGone(got)
+}
+
+// deviceSelector is a CEL expression that selects exactly the allocated
+// device r: its uuid attribute, read from the node's ResourceSlices (a
+// selector cannot name a device).
+func (c *cluster) deviceSelector(r resourcev1.DeviceRequestAllocationResult) string {
+	c.t.Helper()
+	slices, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + r.Driver})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, s := range slices.Items {
+		if s.Spec.Pool.Name != r.Pool {
+			continue
+		}
+		for _, d := range s.Spec.Devices {
+			if uuid := d.Attributes["uuid"].StringValue; d.Name == r.Device && uuid != nil {
+				return fmt.Sprintf("device.attributes[%q].uuid == %q", r.Driver, *uuid)
+			}
+		}
+	}
+	c.t.Fatalf("no device %s/%s of %s with a uuid in the ResourceSlices", r.Pool, r.Device, r.Driver)
+	return ""
+}
+
+// waitDefaultServiceAccount waits for the service-account controller to
+// make a new namespace's default account, which admission requires of
+// every pod.
+func (c *cluster) waitDefaultServiceAccount(ns string) {
+	c.t.Helper()
+	var last error
+	eventually(c, "the default service account of "+ns, func() (struct{}, bool) {
+		_, last = c.client.CoreV1().ServiceAccounts(ns).Get(c.ctx, "default", metav1.GetOptions{})
+		return struct{}{}, last == nil
+	}, func() string { return fmt.Sprint(last) })
+}
+
+// waitSpecGone waits until the claim's CDI spec is removed (its unprepare).
+func (c *cluster) waitSpecGone(claim *resourcev1.ResourceClaim) {
+	c.t.Helper()
+	eventually(c, "the CDI spec of claim "+claim.Name+" removed", func() (struct{}, bool) {
+		for _, name := range c.cdiSpecs() {
+			if strings.Contains(name, string(claim.UID)) {
+				return struct{}{}, false
+			}
+		}
+		return struct{}{}, true
+	}, func() string { return fmt.Sprint(c.cdiSpecs()) })
+}
