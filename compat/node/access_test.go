@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dranode/dranode/scripts/image/workload"
@@ -131,4 +132,102 @@ func (c *cluster) waitSpecGone(claim *resourcev1.ResourceClaim) {
 		}
 		return struct{}{}, true
 	}, func() string { return fmt.Sprint(c.cdiSpecs()) })
+}
+
+// Issue 41: two claims share one device published with
+// allowMultipleAllocations (consumable capacity), each asking a quarter of
+// its memory. The scheduler gives each its own share ID of the same
+// device; the agent prepares both side by side — no refusal — and each
+// pod's container gets its own CDI device, with what its spec says.
+func checkTwoSharesSideBySide(t *testing.T, c *cluster) {
+	t.Helper()
+	dev, pool := c.multiAllocationDevice(driverName)
+	memory := dev.Capacity["memory"].Value
+	quarter := resource.NewQuantity(memory.Value()/4, memory.Format)
+	var pods []*corev1.Pod
+	var claims []*resourcev1.ResourceClaim
+	for i := range 2 {
+		claim := &resourcev1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-share-%d", i), Namespace: "default"},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+				Name: "gpu",
+				Exactly: &resourcev1.ExactDeviceRequest{
+					DeviceClassName: driverName,
+					Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: c.deviceSelector(resourcev1.DeviceRequestAllocationResult{
+						Driver: driverName, Pool: pool, Device: dev.Name})}}},
+					Capacity: &resourcev1.CapacityRequirements{Requests: map[resourcev1.QualifiedName]resource.Quantity{"memory": *quarter}},
+				},
+			}}}},
+		}
+		if _, err := c.client.ResourceV1().ResourceClaims(claim.Namespace).Create(c.ctx, claim, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating claim %s: %v", claim.Name, err)
+		}
+		p := c.workloadPod(claim.Name, "")
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}}
+		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		c.createPod(p)
+		pods = append(pods, p)
+	}
+	devices := map[string]string{}
+	shares := map[string]string{}
+	for i, p := range pods {
+		p = c.waitRunning(p.Namespace, p.Name)
+		// A claim the pod names (not one of a template) is not in the
+		// pod's status.
+		claim, err := c.client.ResourceV1().ResourceClaims(p.Namespace).Get(c.ctx, *p.Spec.ResourceClaims[0].ResourceClaimName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims = append(claims, claim)
+		if claim.Status.Allocation == nil || len(claim.Status.Allocation.Devices.Results) != 1 {
+			t.Fatalf("claim %s allocated %+v, want one device", claim.Name, claim.Status.Allocation)
+		}
+		r := claim.Status.Allocation.Devices.Results[0]
+		if r.Device != dev.Name || r.ShareID == nil || *r.ShareID == "" {
+			t.Fatalf("claim %s got %s share %v, want a share of %s", claim.Name, r.Device, r.ShareID, dev.Name)
+		}
+		if other, dup := shares[string(*r.ShareID)]; dup {
+			t.Errorf("share ID %s given to %s and %s", *r.ShareID, other, claim.Name)
+		}
+		shares[string(*r.ShareID)] = claim.Name
+		name, spec := c.specFor(claim)
+		checkContainerSawSpec(t, c.report(p.Namespace, p.Name), spec)
+		for _, d := range spec.Devices {
+			id := spec.Kind + "=" + d.Name
+			if other, dup := devices[id]; dup {
+				t.Errorf("CDI device %s in the specs of %s and %s", id, other, claim.Name)
+			}
+			devices[id] = claim.Name
+		}
+		t.Logf("pod %s: share %s of %s, CDI spec %s", pods[i].Name, *r.ShareID, dev.Name, name)
+	}
+	for _, p := range pods {
+		c.deletePod(p.Namespace, p.Name)
+	}
+	for i, p := range pods {
+		c.waitPodGone(p.Namespace, p.Name)
+		if err := c.client.ResourceV1().ResourceClaims(claims[i].Namespace).Delete(c.ctx, claims[i].Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitSpecGone(claims[i])
+	}
+}
+
+// multiAllocationDevice is a device of driver on the node published with
+// allowMultipleAllocations and a memory capacity, and its pool.
+func (c *cluster) multiAllocationDevice(driver string) (resourcev1.Device, string) {
+	c.t.Helper()
+	slices, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + driver})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, s := range slices.Items {
+		for _, d := range s.Spec.Devices {
+			if _, ok := d.Capacity["memory"]; ok && d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations {
+				return d, s.Spec.Pool.Name
+			}
+		}
+	}
+	c.t.Fatalf("no device of %s published with allowMultipleAllocations and a memory capacity (the gpu example's shared devices, issue 41)", driver)
+	return resourcev1.Device{}, ""
 }
