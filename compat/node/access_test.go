@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -29,6 +30,7 @@ const (
 // tenant's pod keeps running undisturbed.
 func checkAdminAccessOnDeviceInUse(t *testing.T, c *cluster, tenant *corev1.Pod, held *resourcev1.ResourceClaim) {
 	t.Helper()
+	start := time.Now()
 	result := held.Status.Allocation.Devices.Results[0]
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: adminNamespace, Labels: map[string]string{adminAccessName: "true"}}}
 	if _, err := c.client.CoreV1().Namespaces().Create(c.ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -84,6 +86,7 @@ func checkAdminAccessOnDeviceInUse(t *testing.T, c *cluster, tenant *corev1.Pod,
 		t.Fatal(err)
 	}
 	c.waitSpecGone(got)
+	t.Logf("admin access beside a device's tenant: %s", time.Since(start).Round(time.Second))
 }
 
 // deviceSelector is a CEL expression that selects exactly the allocated
@@ -141,6 +144,7 @@ func (c *cluster) waitSpecGone(claim *resourcev1.ResourceClaim) {
 // pod's container gets its own CDI device, with what its spec says.
 func checkTwoSharesSideBySide(t *testing.T, c *cluster) {
 	t.Helper()
+	start := time.Now()
 	dev, pool := c.multiAllocationDevice(driverName)
 	memory := dev.Capacity["memory"].Value
 	quarter := resource.NewQuantity(memory.Value()/4, memory.Format)
@@ -211,6 +215,7 @@ func checkTwoSharesSideBySide(t *testing.T, c *cluster) {
 		}
 		c.waitSpecGone(claims[i])
 	}
+	t.Logf("two shares side by side: %s", time.Since(start).Round(time.Second))
 }
 
 // multiAllocationDevice is a device of driver on the node published with

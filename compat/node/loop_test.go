@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -167,6 +168,7 @@ func TestLoopDiskEndToEnd(t *testing.T) {
 // returns the new pod, running.
 func handOverAfterNodeLost(t *testing.T, c *cluster, old *corev1.Pod, oldClaim *resourcev1.ResourceClaim, pattern, file string) *corev1.Pod {
 	t.Helper()
+	start := time.Now()
 	disk := oldClaim.Status.Allocation.Devices.Results[0].Device
 	if err := c.node.StopKubelet(); err != nil {
 		t.Fatal(err)
@@ -248,6 +250,7 @@ func handOverAfterNodeLost(t *testing.T, c *cluster, old *corev1.Pod, oldClaim *
 	if got := c.metric(fmt.Sprintf("dranode_prepare_refused_total{driver=%q,reason=\"device_in_use\"}", loopDriver)); got < 1 {
 		t.Errorf("dranode_prepare_refused_total for %s: %v, want the refusals the pod's events showed", loopDriver, got)
 	}
+	t.Logf("hand-over after the force-deletion: %s from stopping the kubelet to the new pod running", time.Since(start).Round(time.Second))
 	return next
 }
 
