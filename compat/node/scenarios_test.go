@@ -167,11 +167,12 @@ func (c *cluster) waitRecorded(n float64) {
 // and its container shows what the CDI spec says; deleting the pod
 // unprepares the claim, removes the spec and empties the record.
 func TestSamplePodSeesItsDevices(t *testing.T) {
-	// The shipped gpu driver and one shared GPU (allowMultipleAllocations)
-	// for the shares at the end.
-	c := startCluster(t, map[string]any{"drivers": map[string]any{"gpu": map[string]any{
+	// The shipped gpu driver, one shared GPU (allowMultipleAllocations)
+	// for the shares and one partitioned GPU (shared counters) for the
+	// partition at the end, with device metadata files on.
+	c := startCluster(t, map[string]any{"deviceMetadata": true, "drivers": map[string]any{"gpu": map[string]any{
 		"sha256": testImages.pluginSHA256["gpu"],
-		"config": map[string]any{"sharedGPUs": 1},
+		"config": map[string]any{"sharedGPUs": 1, "partitionedGPUs": 1},
 	}}})
 	slices, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + c.node.Name()})
 	if err != nil || len(slices.Items) == 0 {
@@ -237,6 +238,7 @@ func TestSamplePodSeesItsDevices(t *testing.T) {
 
 	c.endPods("the claim's CDI spec removed on unprepare", p)
 	checkTwoSharesSideBySide(t, c)
+	checkPartitionWithMetadata(t, c)
 	if got := c.metric(fmt.Sprintf("dranode_unprepare_errors_total{driver=%q}", driverName)); got != 0 {
 		t.Errorf("%v unprepare errors", got)
 	}

@@ -10,7 +10,10 @@
 //
 // With WORKLOAD_BLOCK set ([BlockEnv]) the program also probes a block
 // device ([ProbeBlock]): whether it opens read-write, whether it reads
-// zeros, and a pattern written and read back ([Report.Block]).
+// zeros, and a pattern written and read back ([Report.Block]). With
+// WORKLOAD_FILES set ([FilesEnv]) it reads the files a glob matches
+// ([ReadFiles], [Report.Files]): how a test sees a file the runtime
+// mounted, such as a claim's device metadata (KEP-5304).
 //
 // The package uses the standard library only, so a harness that imports it
 // pulls in nothing else.

@@ -38,6 +38,9 @@ type Report struct {
 	// Block is the block device probe's outcome, when the program was
 	// asked for one ([BlockEnv]); nil otherwise.
 	Block *Block `json:"block,omitempty"`
+	// Files are the files the program was asked to read ([FilesEnv]),
+	// sorted by path; nil otherwise.
+	Files []File `json:"files,omitempty"`
 }
 
 // EnvVar is one environment variable.
@@ -74,6 +77,16 @@ type Mount struct {
 	// bind mount of a file or directory shows the host path here when the
 	// source is the host's root file system).
 	Root string `json:"root"`
+}
+
+// File returns the file read at path.
+func (r Report) File(path string) (File, bool) {
+	for _, f := range r.Files {
+		if f.Path == path {
+			return f, true
+		}
+	}
+	return File{}, false
 }
 
 // Getenv returns the value of the environment variable name and whether it
@@ -126,6 +139,9 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	for _, m := range r.Mounts {
 		fmt.Fprintf(&b, "mount %s %s %s %s\n", m.MountPoint, m.Source, m.FSType, m.Root)
+	}
+	for _, f := range r.Files {
+		fmt.Fprintf(&b, "file %s %d bytes %s\n", f.Path, len(f.Content), f.Error)
 	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "error %s\n", e)

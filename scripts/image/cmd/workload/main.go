@@ -5,7 +5,9 @@
 // in a human-readable form on standard error, then waits for SIGTERM or
 // SIGINT and exits 0. With WORKLOAD_BLOCK set it also probes that block
 // device (workload.ProbeBlock: open, read, write WORKLOAD_BLOCK_PATTERN,
-// read back) and reports the outcome.
+// read back) and reports the outcome; with WORKLOAD_FILES set it reports
+// the content of the files that glob matches (workload.ReadFiles), such as
+// a claim's device metadata file.
 package main
 
 import (
@@ -30,6 +32,9 @@ func main() {
 	}
 	if dev := os.Getenv(workload.BlockEnv); dev != "" {
 		r.Block = workload.ProbeBlock(dev, os.Getenv(workload.BlockPatternEnv))
+	}
+	if pattern := os.Getenv(workload.FilesEnv); pattern != "" {
+		r.Files = workload.ReadFiles(pattern)
 	}
 	line, err := r.Marshal()
 	if err != nil {
