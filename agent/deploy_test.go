@@ -264,3 +264,24 @@ func loadChartConfig(t *testing.T, content string) config.Config {
 	}
 	return cfg
 }
+
+// The chart's deviceMetadata value is the agent's cdi.deviceMetadata: off
+// as shipped, on with one value.
+func TestHelmTemplateDeviceMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"--set", "deviceMetadata=true"}, true},
+	} {
+		out := runHelm(t, append([]string{"template", "rel", chartDir, "--namespace", "dranode", "--kube-version", "1.37.2", "--show-only", "templates/configmap.yaml"}, tc.args...)...)
+		var cm corev1.ConfigMap
+		if err := yaml.UnmarshalStrict(out, &cm); err != nil {
+			t.Fatalf("%v: %v\n%s", tc.args, err, out)
+		}
+		if got := loadChartConfig(t, cm.Data["agent.yaml"]).CDI.DeviceMetadata; got != tc.want {
+			t.Errorf("helm template %v: cdi.deviceMetadata = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}
