@@ -36,24 +36,12 @@ func checkAdminAccessOnDeviceInUse(t *testing.T, c *cluster, tenant *corev1.Pod,
 	if _, err := c.client.CoreV1().Namespaces().Create(c.ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	claim := &resourcev1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "monitor-" + result.Device, Namespace: adminNamespace},
-		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-			Name: "gpu",
-			Exactly: &resourcev1.ExactDeviceRequest{
-				DeviceClassName: driverName,
-				AdminAccess:     new(true),
-				Selectors:       []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: c.deviceSelector(result)}}},
-			},
-		}}}},
-	}
+	claim := c.claimOnDevice(adminNamespace, "monitor-"+result.Device, result)
+	claim.Spec.Devices.Requests[0].Exactly.AdminAccess = new(true)
 	if _, err := c.client.ResourceV1().ResourceClaims(adminNamespace).Create(c.ctx, claim, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the admin-access claim: %v", err)
 	}
-	p := c.workloadPod("gpu-monitor", "")
-	p.Namespace = adminNamespace
-	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}}
-	p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	p := c.claimPod("gpu-monitor", claim)
 	c.waitDefaultServiceAccount(adminNamespace)
 	c.createPod(p)
 	p = c.waitRunning(adminNamespace, p.Name)
@@ -87,6 +75,32 @@ func checkAdminAccessOnDeviceInUse(t *testing.T, c *cluster, tenant *corev1.Pod,
 	}
 	c.waitSpecGone(got)
 	t.Logf("admin access beside a device's tenant: %s", time.Since(start).Round(time.Second))
+}
+
+// claimOnDevice is a claim ns/name (not yet created) whose one request,
+// "gpu", of the gpu driver's class selects exactly the device r.
+func (c *cluster) claimOnDevice(ns, name string, r resourcev1.DeviceRequestAllocationResult) *resourcev1.ResourceClaim {
+	c.t.Helper()
+	return &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name: "gpu",
+			Exactly: &resourcev1.ExactDeviceRequest{
+				DeviceClassName: driverName,
+				Selectors:       []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: c.deviceSelector(r)}}},
+			},
+		}}}},
+	}
+}
+
+// claimPod is a workload pod name in claim's namespace whose container
+// uses the claim (by name, not from a template).
+func (c *cluster) claimPod(name string, claim *resourcev1.ResourceClaim) *corev1.Pod {
+	p := c.workloadPod(name, "")
+	p.Namespace = claim.Namespace
+	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}}
+	p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	return p
 }
 
 // deviceSelector is a CEL expression that selects exactly the allocated
@@ -151,24 +165,12 @@ func checkTwoSharesSideBySide(t *testing.T, c *cluster) {
 	var pods []*corev1.Pod
 	var claims []*resourcev1.ResourceClaim
 	for i := range 2 {
-		claim := &resourcev1.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-share-%d", i), Namespace: "default"},
-			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-				Name: "gpu",
-				Exactly: &resourcev1.ExactDeviceRequest{
-					DeviceClassName: driverName,
-					Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: c.deviceSelector(resourcev1.DeviceRequestAllocationResult{
-						Driver: driverName, Pool: pool, Device: dev.Name})}}},
-					Capacity: &resourcev1.CapacityRequirements{Requests: map[resourcev1.QualifiedName]resource.Quantity{"memory": *quarter}},
-				},
-			}}}},
-		}
+		claim := c.claimOnDevice("default", fmt.Sprintf("gpu-share-%d", i), resourcev1.DeviceRequestAllocationResult{Driver: driverName, Pool: pool, Device: dev.Name})
+		claim.Spec.Devices.Requests[0].Exactly.Capacity = &resourcev1.CapacityRequirements{Requests: map[resourcev1.QualifiedName]resource.Quantity{"memory": *quarter}}
 		if _, err := c.client.ResourceV1().ResourceClaims(claim.Namespace).Create(c.ctx, claim, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating claim %s: %v", claim.Name, err)
 		}
-		p := c.workloadPod(claim.Name, "")
-		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}}
-		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		p := c.claimPod(claim.Name, claim)
 		c.createPod(p)
 		pods = append(pods, p)
 	}

@@ -63,23 +63,11 @@ func checkPartitionWithMetadata(t *testing.T, c *cluster) {
 	t.Helper()
 	start := time.Now()
 	part, pool := c.partitionOf(partitionedGPU, 1)
-	claim := &resourcev1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "gpu-partition", Namespace: "default"},
-		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-			Name: "gpu",
-			Exactly: &resourcev1.ExactDeviceRequest{
-				DeviceClassName: driverName,
-				Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: c.deviceSelector(resourcev1.DeviceRequestAllocationResult{
-					Driver: driverName, Pool: pool, Device: part.Name})}}},
-			},
-		}}}},
-	}
+	claim := c.claimOnDevice("default", "gpu-partition", resourcev1.DeviceRequestAllocationResult{Driver: driverName, Pool: pool, Device: part.Name})
 	if _, err := c.client.ResourceV1().ResourceClaims(claim.Namespace).Create(c.ctx, claim, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating claim %s: %v", claim.Name, err)
 	}
-	p := c.workloadPod(claim.Name, "")
-	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}}
-	p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	p := c.claimPod(claim.Name, claim)
 	p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: workload.FilesEnv, Value: deviceAttributesDir + "/*/*/*/*"})
 	c.createPod(p)
 	p = c.waitRunning(p.Namespace, p.Name)
