@@ -74,6 +74,7 @@ type healthTaints struct {
 	unhealthy map[inventory.DeviceID]bool
 	taint     resourceapi.DeviceTaint
 	tainted   atomic.Int64 // devices of the published inventory with the taint, for the metric
+	withdrawn atomic.Int64 // unhealthy devices left out of the published inventory, for the metric
 }
 
 // setHealth takes a health snapshot and reports whether the set of
@@ -96,15 +97,45 @@ func (h *healthTaints) setHealth(log logr.Logger, snap []pluginmgr.DeviceHealth)
 		names = append(names, id.Pool+"/"+id.Device)
 	}
 	slices.Sort(names)
-	log.Info("Unhealthy devices changed: tainting them in the ResourceSlices", "unhealthy", names)
+	log.Info("Unhealthy devices changed: keeping them from new allocations in the ResourceSlices", "unhealthy", names)
 	h.unhealthy = next
 	return true
 }
 
 // published is the inventory to publish: the plugin's own with the
-// unhealthy devices tainted.
-func (h *healthTaints) published() inventory.Inventory {
+// unhealthy devices tainted or, where the API server keeps no device
+// taints (withdraw), left out.
+func (h *healthTaints) published(withdraw bool) inventory.Inventory {
+	if withdraw {
+		inv, n := inventory.WithdrawDevices(h.own, h.unhealthy)
+		h.tainted.Store(0)
+		h.withdrawn.Store(int64(n))
+		return inv
+	}
 	inv, n := inventory.ApplyHealthTaints(h.own, h.unhealthy, h.taint)
 	h.tainted.Store(int64(n))
+	h.withdrawn.Store(0)
 	return inv
+}
+
+// withdrawUnhealthy is called when the API server stored a slice without
+// the device taints sent: it keeps no device taints (DRADeviceTaints off,
+// the default of Kubernetes 1.34 and 1.35), and a taint would not keep the
+// scheduler from giving an unhealthy device to a new pod. From then on
+// every driver leaves its unhealthy devices out of its slices, as drivers
+// did before taints, and puts them back when healthy. The first call says
+// so and republishes; later ones do nothing, so a server that drops taints
+// costs one write per change, never a loop (a slice without taints loses
+// nothing the server could drop again).
+func (a *Agent) withdrawUnhealthy() {
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
+	if a.drivers.withdraw || a.life.stopping.Load() {
+		return
+	}
+	a.drivers.withdraw = true
+	a.log.Info("The API server stores no device taints (is the DRADeviceTaints feature gate off? It is by default before Kubernetes 1.36): unhealthy devices are left out of the ResourceSlices instead of tainted, and put back when healthy")
+	for _, d := range a.drivers.byName {
+		a.publishLocked(d)
+	}
 }

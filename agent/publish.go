@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/dranode/dranode/inventory"
@@ -15,6 +16,9 @@ func (a *Agent) newPublisher(d *driver) (*sliceclient.Publisher, error) {
 		Debounce: a.cfg.Slices.SyncDelay,
 		OnError: func(err error) {
 			a.log.Error(err, "Publishing ResourceSlices", "driver", d.name)
+			if dropped, ok := errors.AsType[*sliceclient.DroppedFieldsError](err); ok && dropped.TaintsDropped() {
+				go a.withdrawUnhealthy() // OnError must not block; this takes the drivers' lock
+			}
 		},
 	})
 	if err != nil {
@@ -64,7 +68,7 @@ func (a *Agent) publishLocked(d *driver) {
 	if !a.standalone && d.publisher == nil {
 		return // handed over: the holder publishes; a reclaim publishes d.taints
 	}
-	inv := d.taints.published()
+	inv := d.taints.published(a.drivers.withdraw)
 	if d.publisher != nil {
 		if err := d.publisher.Update(inv); err != nil {
 			a.log.Error(err, "Inventory rejected", "driver", d.name)

@@ -225,6 +225,97 @@ func TestDeviceTaintsNeedTheSchedulerGate(t *testing.T) {
 	}
 }
 
+// Where the API server keeps no device taints (DRADeviceTaints off: the
+// default of Kubernetes 1.34 and 1.35, here the 1.37 server and scheduler
+// with the gate off, which 1.37 still allows), the agent learns it from
+// the first slice stored without the taint it sent, says so once (log,
+// dranode_device_taints_dropped) and leaves the unhealthy GPU out of the
+// slice instead: the scheduler gives a new claim only the healthy one, a
+// second claim waits, and when the GPU recovers it is published again and
+// the waiting claim gets it. The audit log shows the writes: the tainted
+// update (stored without the taint), the withdrawal, the return, and
+// nothing while health stays as it is: no write loop.
+func TestUnhealthyDeviceWithdrawnWithoutTaints(t *testing.T) {
+	gates := []string{"--feature-gates=DRADeviceTaints=false,DRADeviceTaintRules=false"}
+	env := &envtest.Environment{Scheduler: true, Audit: true, APIServerFlags: gates, SchedulerFlags: gates}
+	restCfg := envtest.StartT(t, env)
+	client := kubernetes.NewForConfigOrDie(restCfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	schedulableNode(t, ctx, client)
+	prepareNamespace(t, ctx, client)
+
+	cfg := config(t)
+	drv := &cfg.Plugins.Drivers[0]
+	drv.Config["numDevices"] = 2
+	drv.Config["healthPollInterval"] = healthPoll.String()
+	devRoot := drv.Config["devRoot"].(string)
+	reg := prometheus.NewRegistry()
+	start(t, cfg, agent.Options{RESTConfig: restCfg, Registry: reg})
+
+	// The stored slice's devices with their taints, once they are as wanted.
+	waitDevices := func(what string, want map[string]string) {
+		t.Helper()
+		var last map[string]string
+		err := poll(ctx, func() (bool, error) {
+			list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+			if err != nil {
+				return false, err
+			}
+			last = sliceTaints(list.Items)
+			return fmt.Sprint(last) == fmt.Sprint(want), nil
+		})
+		if err != nil {
+			t.Fatalf("%s: slice devices %v, want %v: %v", what, last, want, err)
+		}
+	}
+	waitDevices("first publish", map[string]string{"gpu-0": "", "gpu-1": ""})
+	if n := gauge(t, reg, "dranode_device_taints_dropped"); n != 0 {
+		t.Errorf("dranode_device_taints_dropped = %v before any taint was sent, want 0", n)
+	}
+
+	marker := filepath.Join(devRoot, "gpu0.unhealthy")
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitDevices("gpu0 unhealthy", map[string]string{"gpu-1": ""})
+	if n := gauge(t, reg, "dranode_device_taints_dropped"); n != 1 {
+		t.Errorf("dranode_device_taints_dropped = %v, want 1", n)
+	}
+	if n := driverGauge(t, reg, "dranode_devices_withdrawn", gpuDriver); n != 1 {
+		t.Errorf("dranode_devices_withdrawn = %v, want 1", n)
+	}
+	before := sliceWrites(t, env)
+	time.Sleep(10 * healthPoll) // health polls with nothing new: nothing to write
+	if after := sliceWrites(t, env); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("slice writes went from %v to %v while health did not change", before, after)
+	}
+	if want := map[string]int{"create": 1, "update": 2}; fmt.Sprint(before) != fmt.Sprint(want) {
+		t.Errorf("slice writes up to the withdrawal: %v, want %v (create; the tainted update, stored without the taint; the withdrawal)", before, want)
+	}
+
+	createPodWithClaim(t, ctx, client, "first")
+	if dev := waitAllocated(t, ctx, client, "first"); dev != "gpu-1" {
+		t.Fatalf("claim first got %s while gpu-0 is unhealthy", dev)
+	}
+	createPodWithClaim(t, ctx, client, "second")
+	waitUnschedulable(t, ctx, client, "second")
+
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	waitDevices("gpu0 healthy again", map[string]string{"gpu-0": "", "gpu-1": ""})
+	if dev := waitAllocated(t, ctx, client, "second"); dev != "gpu-0" {
+		t.Fatalf("claim second got %s, want gpu-0", dev)
+	}
+	if n := driverGauge(t, reg, "dranode_devices_withdrawn", gpuDriver); n != 0 {
+		t.Errorf("dranode_devices_withdrawn = %v, want 0", n)
+	}
+	if total := sliceWrites(t, env); fmt.Sprint(total) != fmt.Sprint(map[string]int{"create": 1, "update": 3}) {
+		t.Errorf("slice writes over the whole test: %v, want one create and three updates", total)
+	}
+}
+
 // taintedSlice is a slice of nodeName with the one device dev, tainted as
 // the agent taints an unhealthy device.
 func taintedSlice(dev string) *resourcev1.ResourceSlice {
