@@ -34,6 +34,7 @@ func (a *Agent) startPublisher(ctx context.Context, d *driver) error {
 	if a.standalone {
 		return nil
 	}
+	a.client.askServerMinor(ctx, a.log)
 	pub, err := a.newPublisher(d)
 	if err != nil {
 		return err
@@ -70,6 +71,12 @@ func (a *Agent) publishLocked(d *driver) {
 	}
 	inv := d.taints.published(a.drivers.withdraw)
 	if d.publisher != nil {
+		if err := inventory.ValidateForKubernetes(inv, int(a.client.minor.Load())); err != nil {
+			// Sent, it would be refused on every retry, or stored without
+			// what the driver meant: nothing is written until it changes.
+			a.log.Error(err, "Inventory not published: the API server is too old for it", "driver", d.name)
+			return
+		}
 		if err := d.publisher.Update(inv); err != nil {
 			a.log.Error(err, "Inventory rejected", "driver", d.name)
 		}
