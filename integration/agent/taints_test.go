@@ -19,8 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/dranode/dranode/agent"
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/tools/envtest"
 )
 
@@ -39,37 +41,14 @@ const healthPoll = 100 * time.Millisecond
 // restart of the agent.
 func TestUnhealthyDeviceNotAllocated(t *testing.T) {
 	env := &envtest.Environment{Scheduler: true, Audit: true}
-	restCfg := envtest.StartT(t, env)
-	client := kubernetes.NewForConfigOrDie(restCfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	schedulableNode(t, ctx, client)
-	prepareNamespace(t, ctx, client)
-
-	cfg := nodeConfig(t)
-	drv := &cfg.Plugins.Drivers[0]
-	drv.Config["numDevices"] = 2
-	drv.Config["healthPollInterval"] = healthPoll.String()
-	devRoot := drv.Config["devRoot"].(string)
+	restCfg, client, ctx, cfg, devRoot := twoGPUs(t, env)
 	reg := prometheus.NewRegistry()
 	a := start(t, cfg, agent.Options{RESTConfig: restCfg, Registry: reg})
 	taintKey := gpuDriver + "/unhealthy"
 
-	// The slice's taints by device, once they are as wanted.
 	waitTaints := func(what string, want map[string]string) {
 		t.Helper()
-		var last map[string]string
-		err := poll(ctx, func() (bool, error) {
-			list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
-			if err != nil {
-				return false, err
-			}
-			last = sliceTaints(list.Items)
-			return fmt.Sprint(last) == fmt.Sprint(want), nil
-		})
-		if err != nil {
-			t.Fatalf("%s: slice taints %v, want %v: %v", what, last, want, err)
-		}
+		waitSliceTaints(t, ctx, client, what, want)
 	}
 	waitTaints("first publish", map[string]string{"gpu-0": "", "gpu-1": ""})
 	writes := sliceWrites(t, env)
@@ -238,36 +217,12 @@ func TestDeviceTaintsNeedTheSchedulerGate(t *testing.T) {
 func TestUnhealthyDeviceWithdrawnWithoutTaints(t *testing.T) {
 	gates := []string{"--feature-gates=DRADeviceTaints=false,DRADeviceTaintRules=false"}
 	env := &envtest.Environment{Scheduler: true, Audit: true, APIServerFlags: gates, SchedulerFlags: gates}
-	restCfg := envtest.StartT(t, env)
-	client := kubernetes.NewForConfigOrDie(restCfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	schedulableNode(t, ctx, client)
-	prepareNamespace(t, ctx, client)
-
-	cfg := config(t)
-	drv := &cfg.Plugins.Drivers[0]
-	drv.Config["numDevices"] = 2
-	drv.Config["healthPollInterval"] = healthPoll.String()
-	devRoot := drv.Config["devRoot"].(string)
+	restCfg, client, ctx, cfg, devRoot := twoGPUs(t, env)
 	reg := prometheus.NewRegistry()
 	start(t, cfg, agent.Options{RESTConfig: restCfg, Registry: reg})
-
-	// The stored slice's devices with their taints, once they are as wanted.
 	waitDevices := func(what string, want map[string]string) {
 		t.Helper()
-		var last map[string]string
-		err := poll(ctx, func() (bool, error) {
-			list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
-			if err != nil {
-				return false, err
-			}
-			last = sliceTaints(list.Items)
-			return fmt.Sprint(last) == fmt.Sprint(want), nil
-		})
-		if err != nil {
-			t.Fatalf("%s: slice devices %v, want %v: %v", what, last, want, err)
-		}
+		waitSliceTaints(t, ctx, client, what, want)
 	}
 	waitDevices("first publish", map[string]string{"gpu-0": "", "gpu-1": ""})
 	if n := gauge(t, reg, "dranode_device_taints_dropped"); n != 0 {
@@ -313,6 +268,44 @@ func TestUnhealthyDeviceWithdrawnWithoutTaints(t *testing.T) {
 	}
 	if total := sliceWrites(t, env); fmt.Sprint(total) != fmt.Sprint(map[string]int{"create": 1, "update": 3}) {
 		t.Errorf("slice writes over the whole test: %v, want one create and three updates", total)
+	}
+}
+
+// twoGPUs starts env's control plane with nodeName schedulable and the
+// default namespace ready, and returns an agent configuration with two
+// simulated GPUs whose health the plugin polls every healthPoll, and the
+// directory of their unhealthy marks. The context ends with the test, at
+// the latest in 4 minutes.
+func twoGPUs(t *testing.T, env *envtest.Environment) (*rest.Config, kubernetes.Interface, context.Context, config.Config, string) {
+	t.Helper()
+	restCfg := envtest.StartT(t, env)
+	client := kubernetes.NewForConfigOrDie(restCfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	schedulableNode(t, ctx, client)
+	prepareNamespace(t, ctx, client)
+	cfg := nodeConfig(t)
+	drv := &cfg.Plugins.Drivers[0]
+	drv.Config["numDevices"] = 2
+	drv.Config["healthPollInterval"] = healthPoll.String()
+	return restCfg, client, ctx, cfg, drv.Config["devRoot"].(string)
+}
+
+// waitSliceTaints waits until nodeName's stored slices hold exactly the
+// devices of want, each with the taints want gives it (sliceTaints' form).
+func waitSliceTaints(t *testing.T, ctx context.Context, client kubernetes.Interface, what string, want map[string]string) {
+	t.Helper()
+	var last map[string]string
+	err := poll(ctx, func() (bool, error) {
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+		if err != nil {
+			return false, err
+		}
+		last = sliceTaints(list.Items)
+		return fmt.Sprint(last) == fmt.Sprint(want), nil
+	})
+	if err != nil {
+		t.Fatalf("%s: slices' devices and taints %v, want %v: %v", what, last, want, err)
 	}
 }
 
