@@ -30,8 +30,8 @@ type driverSet struct {
 	pending  map[string]inventory.Inventory
 	health   map[string][]pluginmgr.DeviceHealth // by plugin name, before the driver is known
 	refused  []*PluginRefusedError
-	// withdraw: the API server stored a slice without the device taints
-	// sent (withdrawUnhealthy), so unhealthy devices are left out of the
+	// withdraw: the API server keeps no device taints, or has them off by
+	// default (withdrawUnhealthy), so unhealthy devices are left out of the
 	// slices instead of tainted, for the rest of the process's life.
 	withdraw bool
 }

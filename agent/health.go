@@ -118,23 +118,30 @@ func (h *healthTaints) published(withdraw bool) inventory.Inventory {
 	return inv
 }
 
-// withdrawUnhealthy is called when the API server stored a slice without
-// the device taints sent: it keeps no device taints (DRADeviceTaints off,
-// the default of Kubernetes 1.34 and 1.35), and a taint would not keep the
-// scheduler from giving an unhealthy device to a new pod. From then on
-// every driver leaves its unhealthy devices out of its slices, as drivers
-// did before taints, and puts them back when healthy. The first call says
-// so and republishes; later ones do nothing, so a server that drops taints
-// costs one write per change, never a loop (a slice without taints loses
-// nothing the server could drop again).
-func (a *Agent) withdrawUnhealthy() {
+// taintsOffByDefault reports whether device taints are off by default on
+// the API server of Kubernetes 1.<minor> (DRADeviceTaints: alpha before
+// 1.36, beta and on in 1.36, GA in 1.37); 0 is unknown.
+func taintsOffByDefault(minor int) bool { return minor != 0 && minor < 36 }
+
+// withdrawUnhealthy makes every driver leave its unhealthy devices out of
+// its slices, as drivers did before taints, and put them back when
+// healthy, for the rest of the process's life: a taint would not keep the
+// scheduler from giving such a device to a new pod. It is called when the
+// API server stored a slice without the device taints sent (it keeps none:
+// DRADeviceTaints off), and at the start of a publisher when the server's
+// minor has them off by default (taintsOffByDefault), so that an agent
+// that starts while a device is unhealthy never publishes it untainted.
+// The first call says so and republishes; later ones do nothing, so a
+// server that drops taints costs one write per change, never a loop (a
+// slice without taints loses nothing the server could drop again).
+func (a *Agent) withdrawUnhealthy(why string) {
 	a.drivers.mu.Lock()
 	defer a.drivers.mu.Unlock()
 	if a.drivers.withdraw || a.life.stopping.Load() {
 		return
 	}
 	a.drivers.withdraw = true
-	a.log.Info("The API server stores no device taints (is the DRADeviceTaints feature gate off? It is by default before Kubernetes 1.36): unhealthy devices are left out of the ResourceSlices instead of tainted, and put back when healthy")
+	a.log.Info(why + ": unhealthy devices are left out of the ResourceSlices instead of tainted, and put back when healthy")
 	for _, d := range a.drivers.byName {
 		a.publishLocked(d)
 	}

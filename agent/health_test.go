@@ -194,3 +194,14 @@ func TestUnhealthyAtStartTaintedInTheFirstPublish(t *testing.T) {
 		t.Errorf("slice files written: %v, want 1 (the first publish, already tainted)", n)
 	}
 }
+
+// Device taints are alpha and off by default before Kubernetes 1.36
+// (DRADeviceTaints in each release's pkg/features): there the agent
+// withdraws unhealthy devices from the start.
+func TestTaintsOffByDefault(t *testing.T) {
+	for minor, want := range map[int]bool{0: false, 33: true, 34: true, 35: true, 36: false, 37: false, 38: false} {
+		if got := taintsOffByDefault(minor); got != want {
+			t.Errorf("taintsOffByDefault(%d) = %v, want %v", minor, got, want)
+		}
+	}
+}

@@ -100,9 +100,9 @@ func stateCollector(a *Agent) prometheus.Collector {
 	tainted := prometheus.NewDesc("dranode_devices_tainted",
 		"Devices of a driver published with its health taint (<driver>/unhealthy): reported unhealthy by the plugin, or so tainted by the plugin itself.", []string{"driver"}, nil)
 	withdrawn := prometheus.NewDesc("dranode_devices_withdrawn",
-		"Devices of a driver left out of its ResourceSlices because its plugin reports them unhealthy and the API server stores no device taints (dranode_device_taints_dropped).", []string{"driver"}, nil)
-	taintsDropped := prometheus.NewDesc("dranode_device_taints_dropped",
-		"1 once the API server stored a ResourceSlice without the device taints sent (DRADeviceTaints off, the default before Kubernetes 1.36): unhealthy devices are then withdrawn from the slices instead of tainted.", nil, nil)
+		"Devices of a driver left out of its ResourceSlices because its plugin reports them unhealthy and device taints are not used (dranode_device_taints_unused).", []string{"driver"}, nil)
+	taintsDropped := prometheus.NewDesc("dranode_device_taints_unused",
+		"1 when unhealthy devices are withdrawn from the ResourceSlices instead of tainted: the API server stored a slice without the device taints sent (DRADeviceTaints off), or its Kubernetes minor has them off by default (before 1.36).", nil, nil)
 	recorded := prometheus.NewDesc("dranode_claims_recorded", "Claims in the durable record.", nil, nil)
 	uncertain := prometheus.NewDesc("dranode_record_uncertain_claims",
 		"Claims in the durable record whose last state damage to the record hid (uncertain entries), until the kubelet's next call or reconciliation at start settles them.", nil, nil)

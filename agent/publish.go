@@ -17,7 +17,8 @@ func (a *Agent) newPublisher(d *driver) (*sliceclient.Publisher, error) {
 		OnError: func(err error) {
 			a.log.Error(err, "Publishing ResourceSlices", "driver", d.name)
 			if dropped, ok := errors.AsType[*sliceclient.DroppedFieldsError](err); ok && dropped.TaintsDropped() {
-				go a.withdrawUnhealthy() // OnError must not block; this takes the drivers' lock
+				// OnError must not block; this takes the drivers' lock.
+				go a.withdrawUnhealthy("The API server stored a ResourceSlice without its device taints (is the DRADeviceTaints feature gate off?)")
 			}
 		},
 	})
@@ -35,6 +36,9 @@ func (a *Agent) startPublisher(ctx context.Context, d *driver) error {
 		return nil
 	}
 	a.client.askServerMinor(ctx, a.log)
+	if m := int(a.client.minor.Load()); taintsOffByDefault(m) {
+		a.withdrawUnhealthy(fmt.Sprintf("The API server is Kubernetes 1.%d, whose device taints are alpha and off by default", m))
+	}
 	pub, err := a.newPublisher(d)
 	if err != nil {
 		return err

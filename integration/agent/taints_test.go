@@ -208,7 +208,7 @@ func TestDeviceTaintsNeedTheSchedulerGate(t *testing.T) {
 // default of Kubernetes 1.34 and 1.35, here the 1.37 server and scheduler
 // with the gate off, which 1.37 still allows), the agent learns it from
 // the first slice stored without the taint it sent, says so once (log,
-// dranode_device_taints_dropped) and leaves the unhealthy GPU out of the
+// dranode_device_taints_unused) and leaves the unhealthy GPU out of the
 // slice instead: the scheduler gives a new claim only the healthy one, a
 // second claim waits, and when the GPU recovers it is published again and
 // the waiting claim gets it. The audit log shows the writes: the tainted
@@ -225,8 +225,8 @@ func TestUnhealthyDeviceWithdrawnWithoutTaints(t *testing.T) {
 		waitSliceTaints(t, ctx, client, what, want)
 	}
 	waitDevices("first publish", map[string]string{"gpu-0": "", "gpu-1": ""})
-	if n := gauge(t, reg, "dranode_device_taints_dropped"); n != 0 {
-		t.Errorf("dranode_device_taints_dropped = %v before any taint was sent, want 0", n)
+	if n := gauge(t, reg, "dranode_device_taints_unused"); n != 0 {
+		t.Errorf("dranode_device_taints_unused = %v before any taint was sent, want 0", n)
 	}
 
 	marker := filepath.Join(devRoot, "gpu0.unhealthy")
@@ -234,8 +234,8 @@ func TestUnhealthyDeviceWithdrawnWithoutTaints(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDevices("gpu0 unhealthy", map[string]string{"gpu-1": ""})
-	if n := gauge(t, reg, "dranode_device_taints_dropped"); n != 1 {
-		t.Errorf("dranode_device_taints_dropped = %v, want 1", n)
+	if n := gauge(t, reg, "dranode_device_taints_unused"); n != 1 {
+		t.Errorf("dranode_device_taints_unused = %v, want 1", n)
 	}
 	if n := driverGauge(t, reg, "dranode_devices_withdrawn", gpuDriver); n != 1 {
 		t.Errorf("dranode_devices_withdrawn = %v, want 1", n)
