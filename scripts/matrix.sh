@@ -63,7 +63,7 @@ for col in "${columns[@]}"; do
 	api="${col%/*}"
 	kubelet="${col#*/}"
 	file="$out/$(echo "$col" | tr / _).json"
-	log "column $col: API server, scheduler and controller manager $api, kubelet $api→$kubelet: building (log $out/build.log)"
+	log "column $col: API server, scheduler and controller manager $api, kubelet $kubelet: building (log $out/build.log)"
 	if ! cp="$(binaries controlplane "$api")" || ! node="$(binaries node "$kubelet")"; then
 		log "column $col: build failed"
 		result["build $col"]="build failed"
@@ -98,6 +98,7 @@ commit="$(git -C "$repo" rev-parse --short HEAD)"
 	printf '|---|'
 	for _ in "${columns[@]}"; do printf -- '---|'; done
 	echo
+	((${#scenarios[@]} > 0)) || scenarios=("(none ran)")
 	for test in "${scenarios[@]}"; do
 		printf '| `%s` |' "$test"
 		for col in "${columns[@]}"; do
