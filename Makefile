@@ -45,7 +45,7 @@ TEST_TIMEOUT ?= 30m
 # replaces it.
 CHECK_GOFLAGS := $(strip $(shell $(GO) env GOFLAGS) -trimpath -ldflags=-w)
 
-.PHONY: all test check lint vet workspace tidy-check versions-check versions fmt-check binaries-check docs-check generate generate-check list-modules controlplane node \
+.PHONY: all test check lint vet workspace tidy-check versions-check versions fmt-check binaries-check docs-check generate generate-check list-modules controlplane node matrix \
 	release-check release-prepare release-tag release-proxy release-consumers release-apicheck
 all: check
 
@@ -72,6 +72,15 @@ controlplane:
 # what kube-apiserver and kube-controller-manager did not.
 node:
 	@scripts/build-node.sh >/dev/null
+
+# The version matrix (scripts/matrix.sh, COMPATIBILITY.md): compat/node's
+# real-node scenarios against each supported Kubernetes minor's control plane
+# and kubelet, built from the module proxy, and the newest API server with
+# the oldest kubelet. Not part of check or test: a minor's cold build alone
+# costs about what the default control plane and node cost together.
+# K8S=1.34 (or K8S=1.37/1.34, or a space-separated list) runs those columns.
+matrix:
+	@scripts/matrix.sh $(K8S)
 
 # go vet compiles every dependency for its type information; with -race it
 # compiles them as the race tests do, so that the two share the build cache:
@@ -190,7 +199,8 @@ release-consumers: release-proxy
 	$(RELEASE) consumers $(addprefix -app ,$(APPS)) "$(PROXY_DIR)"
 
 # The control-plane build modules are outside go.work and hold no code to
-# test, but their go.mod files must stay tidy.
+# test, but their go.mod files must stay tidy. Not build/matrix/*: tidying
+# one loads a whole other Kubernetes release (build/matrix/README.md).
 BUILD_MODULES := build/controlplane build/helm build/node build/node/kubelet
 
 tidy-check: $(addprefix tidy-check/,$(ALL_MODULES) $(BUILD_MODULES))

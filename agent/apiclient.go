@@ -1,8 +1,16 @@
 package agent
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -46,6 +54,34 @@ type apiClient struct {
 	claims ClaimSource
 	// resource is the resource.k8s.io/v1 client, for claim status writes.
 	resource rest.Interface
+	core     rest.Interface
+	// minor is the API server's Kubernetes minor (1.<minor>) once
+	// askServerMinor learnt it; 0 while unknown.
+	minor     atomic.Int64
+	minorOnce sync.Once
+}
+
+// askServerMinor learns the API server's Kubernetes minor from /version
+// (readable by every client), once; a failure leaves it unknown (0), which
+// checks nothing, and is logged.
+func (c *apiClient) askServerMinor(ctx context.Context, log logr.Logger) {
+	c.minorOnce.Do(func() {
+		raw, err := c.core.Get().AbsPath("/version").Do(ctx).Raw()
+		var v struct{ Major, Minor, GitVersion string }
+		if err == nil {
+			err = json.Unmarshal(raw, &v)
+		}
+		var minor int
+		if err == nil {
+			minor, err = strconv.Atoi(strings.TrimRight(v.Minor, "+"))
+		}
+		if err != nil || v.Major != "1" {
+			log.Error(err, "Reading the API server's version: what the agent writes is not checked against it", "version", v.GitVersion)
+			return
+		}
+		c.minor.Store(int64(minor))
+		log.V(1).Info("API server version", "version", v.GitVersion)
+	})
 }
 
 // newAPIClient builds the agent's client from rc.
@@ -74,6 +110,7 @@ func newAPIClient(rc *rest.Config) (*apiClient, error) {
 		},
 		claims:   APIClaimSource{REST: resource},
 		resource: resource,
+		core:     core,
 	}, nil
 }
 

@@ -30,6 +30,10 @@ type driverSet struct {
 	pending  map[string]inventory.Inventory
 	health   map[string][]pluginmgr.DeviceHealth // by plugin name, before the driver is known
 	refused  []*PluginRefusedError
+	// withdraw: the API server keeps no device taints, or has them off by
+	// default (withdrawUnhealthy), so unhealthy devices are left out of the
+	// slices instead of tainted, for the rest of the process's life.
+	withdraw bool
 }
 
 func newDriverSet() driverSet {

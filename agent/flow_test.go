@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
+	drahealthv1alpha1 "k8s.io/kubelet/pkg/apis/dra-health/v1alpha1"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -71,7 +73,7 @@ func TestRegistrationInfo(t *testing.T) {
 	}
 	// The kubelet picks the first service it knows; v1 must come first, and
 	// health must be announced because gpu-plugin reports health.
-	want := []string{drapbv1.DRAPluginService, drapbv1beta1.DRAPluginService, drahealthv1.DRAResourceHealthService}
+	want := []string{drapbv1.DRAPluginService, drapbv1beta1.DRAPluginService, drahealthv1.DRAResourceHealthService, drahealthv1alpha1.DRAResourceHealthService}
 	if !slices.Equal(k.info.SupportedVersions, want) {
 		t.Errorf("supported versions %q, want %q", k.info.SupportedVersions, want)
 	}
@@ -370,38 +372,62 @@ func TestV1beta1Service(t *testing.T) {
 	}
 }
 
+// healthClients are the kubelet's clients of each API version the agent
+// serves (healthServices): v1alpha1 through the wrapper the kubelet of 1.37
+// itself uses for a plugin that serves only v1alpha1, so the messages are
+// v1alpha1's on the wire and v1's here.
+var healthClients = map[string]func(grpc.ClientConnInterface) drahealthv1.DRAResourceHealthClient{
+	drahealthv1.DRAResourceHealthService: drahealthv1.NewDRAResourceHealthClient,
+	drahealthv1alpha1.DRAResourceHealthService: func(conn grpc.ClientConnInterface) drahealthv1.DRAResourceHealthClient {
+		return drahealthv1.V1Alpha1ClientWrapper{Client: drahealthv1alpha1.NewDRAResourceHealthClient(conn)}
+	},
+}
+
+// TestHealthStream watches device health as a kubelet of each API version
+// does: the first snapshot, then a device turned unhealthy.
 func TestHealthStream(t *testing.T) {
-	e := newTestEnv(t, gpuDriver)
-	e.start(t, Options{})
-	k := connectKubelet(t, e.cfg, gpuDriver)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	stream, err := drahealthv1.NewDRAResourceHealthClient(k.conn).NodeWatchResources(ctx, &drahealthv1.NodeWatchResourcesRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(first.Devices) != 4 || first.Devices[0].Health != drahealthv1.HealthStatus_HEALTHY {
-		t.Fatalf("first snapshot: %v", first.Devices)
-	}
-	// gpu-plugin marks GPU 2 unhealthy when <devRoot>/gpu2.unhealthy exists.
-	marker := filepath.Join(e.root, "dev", gpuDriver, "gpu2.unhealthy")
-	if err := os.WriteFile(marker, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		msg, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range msg.Devices {
-			if d.Device.DeviceName == "gpu-2" && d.Health == drahealthv1.HealthStatus_UNHEALTHY {
-				return
+	for _, service := range healthServices {
+		t.Run(service, func(t *testing.T) {
+			client := healthClients[service]
+			if client == nil {
+				t.Fatalf("no client for %s", service)
 			}
-		}
+			e := newTestEnv(t, gpuDriver)
+			e.start(t, Options{})
+			k := connectKubelet(t, e.cfg, gpuDriver)
+			if !slices.Contains(k.info.SupportedVersions, service) {
+				t.Fatalf("%s not announced at registration: %q", service, k.info.SupportedVersions)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			stream, err := client(k.conn).NodeWatchResources(ctx, &drahealthv1.NodeWatchResourcesRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(first.Devices) != 4 || first.Devices[0].Health != drahealthv1.HealthStatus_HEALTHY {
+				t.Fatalf("first snapshot: %v", first.Devices)
+			}
+			// gpu-plugin marks GPU 2 unhealthy when <devRoot>/gpu2.unhealthy exists.
+			marker := filepath.Join(e.root, "dev", gpuDriver, "gpu2.unhealthy")
+			if err := os.WriteFile(marker, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				msg, err := stream.Recv()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range msg.Devices {
+					if d.Device.DeviceName == "gpu-2" && d.Health == drahealthv1.HealthStatus_UNHEALTHY {
+						return
+					}
+				}
+			}
+		})
 	}
 }
 

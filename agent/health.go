@@ -74,6 +74,7 @@ type healthTaints struct {
 	unhealthy map[inventory.DeviceID]bool
 	taint     resourceapi.DeviceTaint
 	tainted   atomic.Int64 // devices of the published inventory with the taint, for the metric
+	withdrawn atomic.Int64 // unhealthy devices left out of the published inventory, for the metric
 }
 
 // setHealth takes a health snapshot and reports whether the set of
@@ -96,15 +97,52 @@ func (h *healthTaints) setHealth(log logr.Logger, snap []pluginmgr.DeviceHealth)
 		names = append(names, id.Pool+"/"+id.Device)
 	}
 	slices.Sort(names)
-	log.Info("Unhealthy devices changed: tainting them in the ResourceSlices", "unhealthy", names)
+	log.Info("Unhealthy devices changed: keeping them from new allocations in the ResourceSlices", "unhealthy", names)
 	h.unhealthy = next
 	return true
 }
 
 // published is the inventory to publish: the plugin's own with the
-// unhealthy devices tainted.
-func (h *healthTaints) published() inventory.Inventory {
+// unhealthy devices tainted or, where the API server keeps no device
+// taints (withdraw), left out.
+func (h *healthTaints) published(withdraw bool) inventory.Inventory {
+	if withdraw {
+		inv, n := inventory.WithdrawDevices(h.own, h.unhealthy)
+		h.tainted.Store(0)
+		h.withdrawn.Store(int64(n))
+		return inv
+	}
 	inv, n := inventory.ApplyHealthTaints(h.own, h.unhealthy, h.taint)
 	h.tainted.Store(int64(n))
+	h.withdrawn.Store(0)
 	return inv
+}
+
+// taintsOffByDefault reports whether device taints are off by default on
+// the API server of Kubernetes 1.<minor> (DRADeviceTaints: alpha before
+// 1.36, beta and on in 1.36, GA in 1.37); 0 is unknown.
+func taintsOffByDefault(minor int) bool { return minor != 0 && minor < 36 }
+
+// withdrawUnhealthy makes every driver leave its unhealthy devices out of
+// its slices, as drivers did before taints, and put them back when
+// healthy, for the rest of the process's life: a taint would not keep the
+// scheduler from giving such a device to a new pod. It is called when the
+// API server stored a slice without the device taints sent (it keeps none:
+// DRADeviceTaints off), and at the start of a publisher when the server's
+// minor has them off by default (taintsOffByDefault), so that an agent
+// that starts while a device is unhealthy never publishes it untainted.
+// The first call says so and republishes; later ones do nothing, so a
+// server that drops taints costs one write per change, never a loop (a
+// slice without taints loses nothing the server could drop again).
+func (a *Agent) withdrawUnhealthy(why string) {
+	a.drivers.mu.Lock()
+	defer a.drivers.mu.Unlock()
+	if a.drivers.withdraw || a.life.stopping.Load() {
+		return
+	}
+	a.drivers.withdraw = true
+	a.log.Info(why + ": unhealthy devices are left out of the ResourceSlices instead of tainted, and put back when healthy")
+	for _, d := range a.drivers.byName {
+		a.publishLocked(d)
+	}
 }

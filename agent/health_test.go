@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	resourcev1 "k8s.io/api/resource/v1"
 
+	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
 )
 
@@ -42,6 +45,40 @@ func TestSetHealthChangesOnlyOnANewUnhealthySet(t *testing.T) {
 		if got := h.setHealth(logr.Discard(), s.snap); got != s.want {
 			t.Errorf("%s: changed = %v, want %v", s.name, got, s.want)
 		}
+	}
+}
+
+// What is published for the same health on a server that keeps device
+// taints and on one that does not: the unhealthy device tainted, or left
+// out; the gauges follow.
+func TestPublishedTaintsOrWithdraws(t *testing.T) {
+	taint := resourcev1.DeviceTaint{Key: gpuDriver + "/unhealthy", Effect: resourcev1.DeviceTaintEffectNoSchedule}
+	h := healthTaints{taint: taint, own: inventory.Inventory{Pools: []inventory.Pool{{Name: "p", Devices: []resourcev1.Device{{Name: "a"}, {Name: "b"}}}}}}
+	h.setHealth(logr.Discard(), []pluginmgr.DeviceHealth{{Pool: "p", Device: "b", Status: pluginmgr.Unhealthy}})
+	for _, tc := range []struct {
+		withdraw           bool
+		want               string
+		tainted, withdrawn int64
+	}{
+		{false, "a=[] b=[gpu.example.com/unhealthy]", 1, 0},
+		{true, "a=[]", 0, 1},
+		{false, "a=[] b=[gpu.example.com/unhealthy]", 1, 0},
+	} {
+		var got []string
+		for _, d := range h.published(tc.withdraw).Pools[0].Devices {
+			var keys []string
+			for _, ta := range d.Taints {
+				keys = append(keys, ta.Key)
+			}
+			got = append(got, fmt.Sprintf("%s=%v", d.Name, keys))
+		}
+		if strings.Join(got, " ") != tc.want || h.tainted.Load() != tc.tainted || h.withdrawn.Load() != tc.withdrawn {
+			t.Errorf("withdraw=%v: published %q, tainted %d, withdrawn %d; want %q, %d, %d",
+				tc.withdraw, got, h.tainted.Load(), h.withdrawn.Load(), tc.want, tc.tainted, tc.withdrawn)
+		}
+	}
+	if len(h.own.Pools[0].Devices) != 2 || h.own.Pools[0].Devices[1].Taints != nil {
+		t.Errorf("the plugin's own inventory changed: %+v", h.own)
 	}
 }
 
@@ -155,5 +192,16 @@ func TestUnhealthyAtStartTaintedInTheFirstPublish(t *testing.T) {
 	time.Sleep(10 * 50 * time.Millisecond) // ten health polls
 	if n, _ := driverValue(t, reg, "dranode_dry_run_slice_files_written_total", gpuDriver); n != 1 {
 		t.Errorf("slice files written: %v, want 1 (the first publish, already tainted)", n)
+	}
+}
+
+// Device taints are alpha and off by default before Kubernetes 1.36
+// (DRADeviceTaints in each release's pkg/features): there the agent
+// withdraws unhealthy devices from the start.
+func TestTaintsOffByDefault(t *testing.T) {
+	for minor, want := range map[int]bool{0: false, 33: true, 34: true, 35: true, 36: false, 37: false, 38: false} {
+		if got := taintsOffByDefault(minor); got != want {
+			t.Errorf("taintsOffByDefault(%d) = %v, want %v", minor, got, want)
+		}
 	}
 }

@@ -99,10 +99,14 @@ func stateCollector(a *Agent) prometheus.Collector {
 	writes := prometheus.NewDesc("dranode_slice_writes_total", "ResourceSlice writes to the API server.", []string{"driver", "verb"}, nil)
 	tainted := prometheus.NewDesc("dranode_devices_tainted",
 		"Devices of a driver published with its health taint (<driver>/unhealthy): reported unhealthy by the plugin, or so tainted by the plugin itself.", []string{"driver"}, nil)
+	withdrawn := prometheus.NewDesc("dranode_devices_withdrawn",
+		"Devices of a driver left out of its ResourceSlices because its plugin reports them unhealthy and device taints are not used (dranode_device_taints_unused).", []string{"driver"}, nil)
+	taintsDropped := prometheus.NewDesc("dranode_device_taints_unused",
+		"1 when unhealthy devices are withdrawn from the ResourceSlices instead of tainted: the API server stored a slice without the device taints sent (DRADeviceTaints off), or its Kubernetes minor has them off by default (before 1.36).", nil, nil)
 	recorded := prometheus.NewDesc("dranode_claims_recorded", "Claims in the durable record.", nil, nil)
 	uncertain := prometheus.NewDesc("dranode_record_uncertain_claims",
 		"Claims in the durable record whose last state damage to the record hid (uncertain entries), until the kubelet's next call or reconciliation at start settles them.", nil, nil)
-	return collectorFunc{descs: []*prometheus.Desc{restarts, writes, tainted, recorded, uncertain}, collect: func(ch chan<- prometheus.Metric) {
+	return collectorFunc{descs: []*prometheus.Desc{restarts, writes, tainted, withdrawn, taintsDropped, recorded, uncertain}, collect: func(ch chan<- prometheus.Metric) {
 		if a.plugins != nil {
 			for _, s := range a.plugins.Statuses() {
 				ch <- prometheus.MustNewConstMetric(restarts, prometheus.CounterValue, float64(s.Restarts), s.Plugin)
@@ -110,6 +114,7 @@ func stateCollector(a *Agent) prometheus.Collector {
 		}
 		for _, d := range a.sortedDrivers() {
 			ch <- prometheus.MustNewConstMetric(tainted, prometheus.GaugeValue, float64(d.taints.tainted.Load()), d.name)
+			ch <- prometheus.MustNewConstMetric(withdrawn, prometheus.GaugeValue, float64(d.taints.withdrawn.Load()), d.name)
 			a.drivers.mu.Lock()
 			pub := d.publisher // nil while another instance holds the record
 			a.drivers.mu.Unlock()
@@ -121,6 +126,10 @@ func stateCollector(a *Agent) prometheus.Collector {
 			ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Updates), d.name, "update")
 			ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(st.Deletes), d.name, "delete")
 		}
+		a.drivers.mu.Lock()
+		dropped := a.drivers.withdraw
+		a.drivers.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(taintsDropped, prometheus.GaugeValue, map[bool]float64{false: 0, true: 1}[dropped])
 		a.record.gate.mu.RLock()
 		n := -1
 		if a.record.cache != nil {

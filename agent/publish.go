@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/dranode/dranode/inventory"
@@ -15,6 +16,10 @@ func (a *Agent) newPublisher(d *driver) (*sliceclient.Publisher, error) {
 		Debounce: a.cfg.Slices.SyncDelay,
 		OnError: func(err error) {
 			a.log.Error(err, "Publishing ResourceSlices", "driver", d.name)
+			if dropped, ok := errors.AsType[*sliceclient.DroppedFieldsError](err); ok && dropped.TaintsDropped() {
+				// OnError must not block; this takes the drivers' lock.
+				go a.withdrawUnhealthy("The API server stored a ResourceSlice without its device taints (is the DRADeviceTaints feature gate off?)")
+			}
 		},
 	})
 	if err != nil {
@@ -29,6 +34,10 @@ func (a *Agent) newPublisher(d *driver) (*sliceclient.Publisher, error) {
 func (a *Agent) startPublisher(ctx context.Context, d *driver) error {
 	if a.standalone {
 		return nil
+	}
+	a.client.askServerMinor(ctx, a.log)
+	if m := int(a.client.minor.Load()); taintsOffByDefault(m) {
+		a.withdrawUnhealthy(fmt.Sprintf("The API server is Kubernetes 1.%d, whose device taints are alpha and off by default", m))
 	}
 	pub, err := a.newPublisher(d)
 	if err != nil {
@@ -64,8 +73,14 @@ func (a *Agent) publishLocked(d *driver) {
 	if !a.standalone && d.publisher == nil {
 		return // handed over: the holder publishes; a reclaim publishes d.taints
 	}
-	inv := d.taints.published()
+	inv := d.taints.published(a.drivers.withdraw)
 	if d.publisher != nil {
+		if err := inventory.ValidateForKubernetes(inv, int(a.client.minor.Load())); err != nil {
+			// Sent, it would be refused on every retry, or stored without
+			// what the driver meant: nothing is written until it changes.
+			a.log.Error(err, "Inventory not published: the API server is too old for it", "driver", d.name)
+			return
+		}
 		if err := d.publisher.Update(inv); err != nil {
 			a.log.Error(err, "Inventory rejected", "driver", d.name)
 		}

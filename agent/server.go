@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
+	drahealthv1alpha1 "k8s.io/kubelet/pkg/apis/dra-health/v1alpha1"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -44,7 +45,7 @@ func (d *driver) serve(a *Agent) error {
 	drapbv1.RegisterDRAPluginServer(d.draSrv, svc)
 	drapbv1beta1.RegisterDRAPluginServer(d.draSrv, drapbv1beta1.V1ServerWrapper{DRAPluginServer: svc})
 	if d.health {
-		drahealthv1.RegisterDRAResourceHealthServer(d.draSrv, &healthService{d: d})
+		registerHealth(d.draSrv, &healthService{d: d})
 	}
 	go func() { _ = d.draSrv.Serve(draLis) }()
 
@@ -59,13 +60,29 @@ func (d *driver) serve(a *Agent) error {
 	return nil
 }
 
+// healthServices are the versions of the kubelet's device-health service
+// the agent serves, most recent first. The kubelets of 1.34 to 1.36 call
+// v1alpha1 whatever a plugin announces (their pkg/kubelet/cm/dra/plugin
+// dials it on every registration, when ResourceHealthStatus is on: alpha
+// and off by default before 1.36, beta and on in 1.36); the kubelet of
+// 1.37 calls the first of v1 and v1alpha1 that the plugin announces.
+var healthServices = []string{drahealthv1.DRAResourceHealthService, drahealthv1alpha1.DRAResourceHealthService}
+
+// registerHealth serves every version of healthServices from one v1
+// implementation; v1alpha1's messages are v1's under another package name
+// (k8s.io/kubelet's V1ServerWrapper converts them field by field).
+func registerHealth(srv *grpc.Server, h drahealthv1.DRAResourceHealthServer) {
+	drahealthv1.RegisterDRAResourceHealthServer(srv, h)
+	drahealthv1alpha1.RegisterDRAResourceHealthServer(srv, drahealthv1.V1ServerWrapper{Server: h})
+}
+
 // SupportedServices are the gRPC services the agent announces at
 // registration, most recent first, as the kubelet's DRA plugin manager
 // expects them ("<proto package>.<service>").
 func (d *driver) supportedServices() []string {
 	s := []string{drapbv1.DRAPluginService, drapbv1beta1.DRAPluginService}
 	if d.health {
-		s = append(s, drahealthv1.DRAResourceHealthService)
+		s = append(s, healthServices...)
 	}
 	return s
 }

@@ -96,3 +96,35 @@ func ApplyHealthTaints(inv Inventory, unhealthy map[DeviceID]bool, taint resourc
 	}
 	return out, tainted
 }
+
+// WithdrawDevices returns inv without the devices that unhealthy maps to
+// true, and the number of devices left out: how a driver keeps the
+// scheduler from allocating a bad device where the API server stores no
+// device taints (DRADeviceTaints off: the default of Kubernetes 1.34 and
+// 1.35), as drivers did before taints existed. Claims already allocated
+// keep the device; only new allocations cannot see it. A pool may be left
+// with no devices; it is still published, so the pool does not look gone.
+// Devices unhealthy names that inv does not have are ignored.
+//
+// inv is not modified. The result shares with inv the pools it did not
+// change; treat both as read-only, or DeepCopy.
+func WithdrawDevices(inv Inventory, unhealthy map[DeviceID]bool) (Inventory, int) {
+	withdrawn := 0
+	out := inv
+	copied := false
+	for i, p := range inv.Pools {
+		kept := slices.DeleteFunc(slices.Clone(p.Devices), func(d resourceapi.Device) bool {
+			return unhealthy[DeviceID{Pool: p.Name, Device: d.Name}]
+		})
+		if len(kept) == len(p.Devices) {
+			continue
+		}
+		withdrawn += len(p.Devices) - len(kept)
+		if !copied {
+			out.Pools = slices.Clone(inv.Pools)
+			copied = true
+		}
+		out.Pools[i].Devices = kept
+	}
+	return out, withdrawn
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,5 +162,53 @@ func TestHealthTaint(t *testing.T) {
 		if err == nil || !errors.Is(err, inventory.ErrInvalid) || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("HealthTaint(%q, %q) error = %v, want one matching ErrInvalid containing %q", tc.driver, tc.effect, err, tc.wantErr)
 		}
+	}
+}
+
+func TestWithdrawDevices(t *testing.T) {
+	id := func(p, d string) inventory.DeviceID { return inventory.DeviceID{Pool: p, Device: d} }
+	inv := inventory.Inventory{Pools: []inventory.Pool{
+		{Name: "node-1", Devices: []resourceapi.Device{{Name: "gpu-0"}, {Name: "gpu-1"}, {Name: "gpu-2"}}},
+		{Name: "node-1-b", Devices: []resourceapi.Device{{Name: "gpu-0"}}},
+	}}
+	for _, tc := range []struct {
+		name          string
+		unhealthy     map[inventory.DeviceID]bool
+		want          []string
+		wantWithdrawn int
+	}{
+		{name: "all healthy", want: []string{"node-1/gpu-0", "node-1/gpu-1", "node-1/gpu-2", "node-1-b/gpu-0"}},
+		{name: "one unhealthy", unhealthy: map[inventory.DeviceID]bool{id("node-1", "gpu-1"): true},
+			want: []string{"node-1/gpu-0", "node-1/gpu-2", "node-1-b/gpu-0"}, wantWithdrawn: 1},
+		{name: "same device name in another pool", unhealthy: map[inventory.DeviceID]bool{id("node-1-b", "gpu-0"): true},
+			want: []string{"node-1/gpu-0", "node-1/gpu-1", "node-1/gpu-2"}, wantWithdrawn: 1},
+		{name: "false is healthy", unhealthy: map[inventory.DeviceID]bool{id("node-1", "gpu-1"): false},
+			want: []string{"node-1/gpu-0", "node-1/gpu-1", "node-1/gpu-2", "node-1-b/gpu-0"}},
+		{name: "unknown device ignored", unhealthy: map[inventory.DeviceID]bool{id("node-1", "gpu-9"): true, id("other", "gpu-0"): true},
+			want: []string{"node-1/gpu-0", "node-1/gpu-1", "node-1/gpu-2", "node-1-b/gpu-0"}},
+		{name: "a pool emptied stays", unhealthy: map[inventory.DeviceID]bool{id("node-1-b", "gpu-0"): true, id("node-1", "gpu-0"): true},
+			want: []string{"node-1/gpu-1", "node-1/gpu-2"}, wantWithdrawn: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, n := inventory.WithdrawDevices(inv, tc.unhealthy)
+			var names []string
+			for _, p := range got.Pools {
+				for _, d := range p.Devices {
+					names = append(names, p.Name+"/"+d.Name)
+				}
+			}
+			if !slices.Equal(names, tc.want) || n != tc.wantWithdrawn {
+				t.Errorf("devices %q, %d withdrawn; want %q, %d", names, n, tc.want, tc.wantWithdrawn)
+			}
+			if len(got.Pools) != len(inv.Pools) {
+				t.Errorf("%d pools, want %d: a pool emptied must stay", len(got.Pools), len(inv.Pools))
+			}
+			if err := inventory.Validate(got); err != nil {
+				t.Errorf("the result does not validate: %v", err)
+			}
+			if len(inv.Pools[0].Devices) != 3 || len(inv.Pools[1].Devices) != 1 {
+				t.Errorf("the input changed: %+v", inv.Pools)
+			}
+		})
 	}
 }

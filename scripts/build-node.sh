@@ -20,6 +20,12 @@
 # built, locked and swapped in: scripts/lib/build.sh.
 #
 # Environment:
+#   DRANODE_K8S             a Kubernetes minor of the version matrix (1.34):
+#                           the kubelet from build/matrix/v<minor> (after that
+#                           minor's control plane, whose compiles it shares),
+#                           the rest as by default, into
+#                           .../dranode/matrix/node/<key>/. Unset or the
+#                           default minor: the default build.
 #   DRANODE_NODE_BIN        a directory with the same layout (the binaries and
 #                           cni/); the script only checks it.
 #   DRANODE_BUILD_PARALLEL  go build -p (default: number of CPUs, at most 2).
@@ -35,6 +41,10 @@ source "$repo/scripts/lib/build.sh"
 
 cmod="$repo/build/node"
 kmod="$repo/build/node/kubelet"
+minor="$(matrix_minor)"
+if [[ -n "$minor" ]]; then
+	kmod="$repo/build/matrix/v$minor"
+fi
 cni=(bridge loopback host-local)
 debs=(runc containernetworking-plugins)
 # The kubelet last: it waits for a control-plane build in progress, whose
@@ -51,22 +61,28 @@ kver="$(modversion "$kmod/go.mod" k8s.io/kubernetes)"
 cver="$(modversion "$cmod/go.mod" github.com/containerd/containerd/v2)"
 # The node must run the control plane's Kubernetes release, built from the
 # same staging modules.
-cpmod="$repo/build/controlplane/go.mod"
-cpver="$(modversion "$cpmod" k8s.io/kubernetes)"
-[[ "$cpver" == "$kver" ]] ||
-	die "build/node/kubelet pins k8s.io/kubernetes $kver but build/controlplane pins $cpver: keep them equal"
-same_replaces_as_controlplane "$kmod/go.mod"
+if [[ -z "$minor" ]]; then # a matrix minor's module holds both
+	cpmod="$repo/build/controlplane/go.mod"
+	cpver="$(modversion "$cpmod" k8s.io/kubernetes)"
+	[[ "$cpver" == "$kver" ]] ||
+		die "build/node/kubelet pins k8s.io/kubernetes $kver but build/controlplane pins $cpver: keep them equal"
+	same_replaces_as_controlplane "$kmod/go.mod"
+fi
 gover="$(go_version "$kmod")"
 par="$(build_parallel)"
 
 key="kubernetes-${kver}_containerd-${cver}_${gover}"
-root="${XDG_CACHE_HOME:-$HOME/.cache}/dranode/node"
+root="$(matrix_root node)"
 out="$root/$key"
 # A change to the pinned modules (a replace, a go.sum entry) or to the
 # kubelet's build flags rebuilds even at the same versions; the rest of the
 # script is left out so editing it costs no rebuild.
 manifest="$(cd "$repo" && sha256sum build/node/go.mod build/node/go.sum \
 	build/node/kubelet/go.mod build/node/kubelet/go.sum; echo "$static_build_flags")"
+if [[ -n "$minor" ]]; then
+	manifest="$manifest
+$(cd "$repo" && sha256sum "build/matrix/v$minor/go.mod" "build/matrix/v$minor/go.sum")"
+fi
 
 # pkgpath package name -> the path dpkg installed that ends in /name
 pkgpath() { dpkg-query -L "$1" 2>/dev/null | grep -m1 "/$2\$" || true; }

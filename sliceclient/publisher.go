@@ -79,6 +79,26 @@ func (e *DroppedFieldsError) Error() string {
 	return fmt.Sprintf("ResourceSlice %s: the API server stored it without some fields that were sent (is a DRA feature gate disabled?)", e.SliceName)
 }
 
+// TaintsDropped reports whether the server stored a device that was sent
+// with taints without any: the API server keeps no device taints
+// (DRADeviceTaints off, the default of Kubernetes 1.34 and 1.35), so a
+// taint does not keep the scheduler from allocating the device.
+func (e *DroppedFieldsError) TaintsDropped() bool {
+	if e.Sent == nil || e.Saved == nil {
+		return false
+	}
+	saved := make(map[string]int, len(e.Saved.Spec.Devices))
+	for _, d := range e.Saved.Spec.Devices {
+		saved[d.Name] = len(d.Taints)
+	}
+	for _, d := range e.Sent.Spec.Devices {
+		if n, ok := saved[d.Name]; ok && len(d.Taints) > 0 && n == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Publisher keeps one node's ResourceSlices of one driver equal to the
 // driver's inventory. Create it with New, give it the inventory with
 // Update (before or after Start), and Stop it when done. Until the first

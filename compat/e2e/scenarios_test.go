@@ -3,10 +3,12 @@ package e2e
 import (
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +17,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
+	drahealthv1alpha1 "k8s.io/kubelet/pkg/apis/dra-health/v1alpha1"
 
 	"github.com/dranode/dranode/compat/e2e/harness"
 	"github.com/dranode/dranode/compat/e2e/scenarios"
@@ -381,4 +386,46 @@ func TestWrongChecksumRefused(t *testing.T) {
 		}
 	}
 	n.UnprepareAll(pods, ids)
+}
+
+// A device the plugin reports unhealthy shows in its pod's status through
+// the kubelet's own DRA manager, over each version of the health service:
+// v1, which the 1.37 kubelet picks from what the agent announces, and
+// v1alpha1, the only one the kubelets of 1.34 to 1.36 call (here the 1.37
+// DRA manager's own v1alpha1 client, which it uses when v1alpha1 is the
+// only version it shares with a plugin).
+func TestDeviceHealthInPodStatus(t *testing.T) {
+	for _, service := range []string{drahealthv1.DRAResourceHealthService, drahealthv1alpha1.DRAResourceHealthService} {
+		t.Run(service, func(t *testing.T) {
+			n := newNode(t)
+			n.KnowHealthServices(service)
+			n.start()
+			pod := n.SchedulePods("h", 1)[0]
+			n.PrepareAll([]*corev1.Pod{pod})
+			unmark := n.MarkUnhealthy(pod)
+			defer unmark()
+			for {
+				select {
+				case u := <-n.Kubelet().DRA.Updates():
+					if !slices.Contains(u.PodUIDs, string(pod.UID)) {
+						continue
+					}
+				case <-n.ctx.Done():
+					t.Fatal(n.ctx.Err())
+				}
+				st := corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name}}}
+				n.Kubelet().DRA.UpdateAllocatedResourcesStatus(klog.Background(), pod, &st)
+				health := map[string]corev1.ResourceHealthStatus{}
+				for _, rs := range st.ContainerStatuses[0].AllocatedResourcesStatus {
+					for _, r := range rs.Resources {
+						health[string(r.ResourceID)] = r.Health
+					}
+				}
+				t.Logf("pod status after a health update: %v", health)
+				if len(health) == 1 && slices.Contains(slices.Collect(maps.Values(health)), corev1.ResourceHealthStatusUnhealthy) {
+					return
+				}
+			}
+		})
+	}
 }

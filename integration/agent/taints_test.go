@@ -19,8 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/dranode/dranode/agent"
+	"github.com/dranode/dranode/agent/config"
 	"github.com/dranode/dranode/tools/envtest"
 )
 
@@ -39,37 +41,14 @@ const healthPoll = 100 * time.Millisecond
 // restart of the agent.
 func TestUnhealthyDeviceNotAllocated(t *testing.T) {
 	env := &envtest.Environment{Scheduler: true, Audit: true}
-	restCfg := envtest.StartT(t, env)
-	client := kubernetes.NewForConfigOrDie(restCfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	schedulableNode(t, ctx, client)
-	prepareNamespace(t, ctx, client)
-
-	cfg := nodeConfig(t)
-	drv := &cfg.Plugins.Drivers[0]
-	drv.Config["numDevices"] = 2
-	drv.Config["healthPollInterval"] = healthPoll.String()
-	devRoot := drv.Config["devRoot"].(string)
+	restCfg, client, ctx, cfg, devRoot := twoGPUs(t, env)
 	reg := prometheus.NewRegistry()
 	a := start(t, cfg, agent.Options{RESTConfig: restCfg, Registry: reg})
 	taintKey := gpuDriver + "/unhealthy"
 
-	// The slice's taints by device, once they are as wanted.
 	waitTaints := func(what string, want map[string]string) {
 		t.Helper()
-		var last map[string]string
-		err := poll(ctx, func() (bool, error) {
-			list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
-			if err != nil {
-				return false, err
-			}
-			last = sliceTaints(list.Items)
-			return fmt.Sprint(last) == fmt.Sprint(want), nil
-		})
-		if err != nil {
-			t.Fatalf("%s: slice taints %v, want %v: %v", what, last, want, err)
-		}
+		waitSliceTaints(t, ctx, client, what, want)
 	}
 	waitTaints("first publish", map[string]string{"gpu-0": "", "gpu-1": ""})
 	writes := sliceWrites(t, env)
@@ -222,6 +201,111 @@ func TestDeviceTaintsNeedTheSchedulerGate(t *testing.T) {
 	createPodWithClaim(t, ctx, client, "ignores-taint")
 	if dev := waitAllocated(t, ctx, client, "ignores-taint"); dev != "gpu-0" {
 		t.Fatalf("allocated %s, want the tainted gpu-0 (the only device)", dev)
+	}
+}
+
+// Where the API server keeps no device taints (DRADeviceTaints off: the
+// default of Kubernetes 1.34 and 1.35, here the 1.37 server and scheduler
+// with the gate off, which 1.37 still allows), the agent learns it from
+// the first slice stored without the taint it sent, says so once (log,
+// dranode_device_taints_unused) and leaves the unhealthy GPU out of the
+// slice instead: the scheduler gives a new claim only the healthy one, a
+// second claim waits, and when the GPU recovers it is published again and
+// the waiting claim gets it. The audit log shows the writes: the tainted
+// update (stored without the taint), the withdrawal, the return, and
+// nothing while health stays as it is: no write loop.
+func TestUnhealthyDeviceWithdrawnWithoutTaints(t *testing.T) {
+	gates := []string{"--feature-gates=DRADeviceTaints=false,DRADeviceTaintRules=false"}
+	env := &envtest.Environment{Scheduler: true, Audit: true, APIServerFlags: gates, SchedulerFlags: gates}
+	restCfg, client, ctx, cfg, devRoot := twoGPUs(t, env)
+	reg := prometheus.NewRegistry()
+	start(t, cfg, agent.Options{RESTConfig: restCfg, Registry: reg})
+	waitDevices := func(what string, want map[string]string) {
+		t.Helper()
+		waitSliceTaints(t, ctx, client, what, want)
+	}
+	waitDevices("first publish", map[string]string{"gpu-0": "", "gpu-1": ""})
+	if n := gauge(t, reg, "dranode_device_taints_unused"); n != 0 {
+		t.Errorf("dranode_device_taints_unused = %v before any taint was sent, want 0", n)
+	}
+
+	marker := filepath.Join(devRoot, "gpu0.unhealthy")
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitDevices("gpu0 unhealthy", map[string]string{"gpu-1": ""})
+	if n := gauge(t, reg, "dranode_device_taints_unused"); n != 1 {
+		t.Errorf("dranode_device_taints_unused = %v, want 1", n)
+	}
+	if n := driverGauge(t, reg, "dranode_devices_withdrawn", gpuDriver); n != 1 {
+		t.Errorf("dranode_devices_withdrawn = %v, want 1", n)
+	}
+	before := sliceWrites(t, env)
+	time.Sleep(10 * healthPoll) // health polls with nothing new: nothing to write
+	if after := sliceWrites(t, env); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("slice writes went from %v to %v while health did not change", before, after)
+	}
+	if want := map[string]int{"create": 1, "update": 2}; fmt.Sprint(before) != fmt.Sprint(want) {
+		t.Errorf("slice writes up to the withdrawal: %v, want %v (create; the tainted update, stored without the taint; the withdrawal)", before, want)
+	}
+
+	createPodWithClaim(t, ctx, client, "first")
+	if dev := waitAllocated(t, ctx, client, "first"); dev != "gpu-1" {
+		t.Fatalf("claim first got %s while gpu-0 is unhealthy", dev)
+	}
+	createPodWithClaim(t, ctx, client, "second")
+	waitUnschedulable(t, ctx, client, "second")
+
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	waitDevices("gpu0 healthy again", map[string]string{"gpu-0": "", "gpu-1": ""})
+	if dev := waitAllocated(t, ctx, client, "second"); dev != "gpu-0" {
+		t.Fatalf("claim second got %s, want gpu-0", dev)
+	}
+	if n := driverGauge(t, reg, "dranode_devices_withdrawn", gpuDriver); n != 0 {
+		t.Errorf("dranode_devices_withdrawn = %v, want 0", n)
+	}
+	if total := sliceWrites(t, env); fmt.Sprint(total) != fmt.Sprint(map[string]int{"create": 1, "update": 3}) {
+		t.Errorf("slice writes over the whole test: %v, want one create and three updates", total)
+	}
+}
+
+// twoGPUs starts env's control plane with nodeName schedulable and the
+// default namespace ready, and returns an agent configuration with two
+// simulated GPUs whose health the plugin polls every healthPoll, and the
+// directory of their unhealthy marks. The context ends with the test, at
+// the latest in 4 minutes.
+func twoGPUs(t *testing.T, env *envtest.Environment) (*rest.Config, kubernetes.Interface, context.Context, config.Config, string) {
+	t.Helper()
+	restCfg := envtest.StartT(t, env)
+	client := kubernetes.NewForConfigOrDie(restCfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	schedulableNode(t, ctx, client)
+	prepareNamespace(t, ctx, client)
+	cfg := nodeConfig(t)
+	drv := &cfg.Plugins.Drivers[0]
+	drv.Config["numDevices"] = 2
+	drv.Config["healthPollInterval"] = healthPoll.String()
+	return restCfg, client, ctx, cfg, drv.Config["devRoot"].(string)
+}
+
+// waitSliceTaints waits until nodeName's stored slices hold exactly the
+// devices of want, each with the taints want gives it (sliceTaints' form).
+func waitSliceTaints(t *testing.T, ctx context.Context, client kubernetes.Interface, what string, want map[string]string) {
+	t.Helper()
+	var last map[string]string
+	err := poll(ctx, func() (bool, error) {
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+		if err != nil {
+			return false, err
+		}
+		last = sliceTaints(list.Items)
+		return fmt.Sprint(last) == fmt.Sprint(want), nil
+	})
+	if err != nil {
+		t.Fatalf("%s: slices' devices and taints %v, want %v: %v", what, last, want, err)
 	}
 }
 

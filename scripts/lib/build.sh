@@ -69,6 +69,38 @@ modversion() {
 	echo "$v"
 }
 
+# matrix_minor -> the Kubernetes minor $DRANODE_K8S selects for the version
+# matrix ("1.34"; a leading "v" is accepted), or nothing for the default
+# build (the control plane's pinned version, also when DRANODE_K8S names
+# it). A minor other than the default must have its build module,
+# build/matrix/v<minor>, which pins its k8s.io/kubernetes release; its
+# binaries go to a cache root of their own (matrix_root), so that building
+# one never waits for, or replaces, the default cache entries tests use.
+matrix_minor() {
+	local want="${DRANODE_K8S:-}" def
+	want="${want#v}"
+	[[ -n "$want" ]] || return 0
+	def="$(modversion "$repo/build/controlplane/go.mod" k8s.io/kubernetes)"
+	def="${def#v}"
+	[[ "$want" == "${def%.*}" ]] && return 0
+	[[ "$want" =~ ^1\.[0-9]+$ ]] || die "DRANODE_K8S=$DRANODE_K8S is not a Kubernetes minor such as 1.34"
+	[[ -f "$repo/build/matrix/v$want/go.mod" ]] ||
+		die "DRANODE_K8S=$DRANODE_K8S: no build module build/matrix/v$want (the matrix has: $(cd "$repo/build/matrix" && echo v*) and ${def%.*})"
+	echo "$want"
+}
+
+# matrix_root KIND -> the cache root of KIND (controlplane, node) for
+# DRANODE_K8S's minor: dranode/KIND for the default version, else
+# dranode/matrix/KIND.
+matrix_root() {
+	local base="${XDG_CACHE_HOME:-$HOME/.cache}/dranode"
+	if [[ -n "$(matrix_minor)" ]]; then
+		echo "$base/matrix/$1"
+	else
+		echo "$base/$1"
+	fi
+}
+
 # go_version MODDIR -> the Go version that builds MODDIR (it may differ from
 # the go on PATH through a toolchain line).
 go_version() {

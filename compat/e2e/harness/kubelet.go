@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
+	drahealthv1alpha1 "k8s.io/kubelet/pkg/apis/dra-health/v1alpha1"
 	pluginwatcherapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"k8s.io/kubernetes/pkg/kubelet/cm/dra"
 	"k8s.io/kubernetes/pkg/kubelet/config"
@@ -50,6 +52,12 @@ type KubeletOptions struct {
 	// kubelet knows its pods before the DRA manager's first reconcile,
 	// which unprepares claims of pods it does not know.
 	ActivePods []*corev1.Pod
+	// HealthServices, when set, are the only versions of the device-health
+	// service this kubelet knows: it registers plugins as if they announced
+	// no other (their DRA services are kept). The kubelets of 1.34 to 1.36
+	// know only v1alpha1, which the DRA manager of 1.37 then calls with its
+	// own v1alpha1 client (pickHealthService, drahealthv1.V1Alpha1ClientWrapper).
+	HealthServices []string
 }
 
 // StartKubelet starts the DRA manager and the plugin manager. Starting it
@@ -82,7 +90,7 @@ func StartKubelet(ctx context.Context, o KubeletOptions) (*Kubelet, error) {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: o.NodeName})
 	plugins := pluginmanager.NewPluginManager(o.RegistryDir, recorder)
-	k.registrations = &registrations{PluginHandler: manager.GetWatcherHandler(), changed: make(chan struct{})}
+	k.registrations = &registrations{PluginHandler: manager.GetWatcherHandler(), healthKnown: o.HealthServices, changed: make(chan struct{})}
 	plugins.AddHandler(pluginwatcherapi.DRAPlugin, k.registrations)
 	k.done.Add(1)
 	go func() {
@@ -134,13 +142,23 @@ func (k *Kubelet) WaitEndpoints(ctx context.Context, driver string, n int) error
 // handler and keeps the endpoints it registered, by driver.
 type registrations struct {
 	cache.PluginHandler
+	healthKnown []string // nil: every health service the DRA manager knows
 
 	mu       sync.Mutex
 	byDriver map[string][]string
 	changed  chan struct{} // closed and replaced at every change
 }
 
+// healthServices are the device-health services of the kubelet's DRA
+// manager, most recent first.
+var healthServices = []string{drahealthv1.DRAResourceHealthService, drahealthv1alpha1.DRAResourceHealthService}
+
 func (r *registrations) RegisterPlugin(ctx context.Context, driver, endpoint string, versions []string, timeout *time.Duration) error {
+	if r.healthKnown != nil {
+		versions = slices.DeleteFunc(slices.Clone(versions), func(v string) bool {
+			return slices.Contains(healthServices, v) && !slices.Contains(r.healthKnown, v)
+		})
+	}
 	if err := r.PluginHandler.RegisterPlugin(ctx, driver, endpoint, versions, timeout); err != nil {
 		return err
 	}

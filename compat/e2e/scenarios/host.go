@@ -32,6 +32,9 @@ type Host struct {
 	registryDir, kubeletDir, cdiDir string
 
 	kubelet *harness.Kubelet
+	// healthServices are the versions of the device-health service the
+	// kubelet knows (harness.KubeletOptions.HealthServices).
+	healthServices []string
 	// stoppedPods were active when the kubelet was stopped.
 	stoppedPods []*corev1.Pod
 }
@@ -80,7 +83,7 @@ func (h *Host) StartKubelet() {
 	k, err := harness.StartKubelet(h.ctx, harness.KubeletOptions{
 		Client: h.cluster.Client, NodeName: h.node,
 		RegistryDir: h.registryDir, StateDir: h.kubeletDir,
-		ActivePods: active, Logger: kubeletLogger(),
+		ActivePods: active, Logger: kubeletLogger(), HealthServices: h.healthServices,
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -93,6 +96,11 @@ func (h *Host) StartKubelet() {
 		}
 	})
 }
+
+// KnowHealthServices makes the kubelets started from now on know only
+// these versions of the device-health service, as an older kubelet does
+// (harness.KubeletOptions.HealthServices).
+func (h *Host) KnowHealthServices(services ...string) { h.healthServices = services }
 
 // StopKubelet stops the kubelet; the next StartKubelet starts with the
 // pods that were active.
