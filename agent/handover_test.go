@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,6 +94,31 @@ func TestSocketPathTooLongRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	lis.Close()
+}
+
+// A DRA socket path of exactly MaxSocketPath bytes is bound, not only
+// accepted by the length check: the private directory listenUnix binds in
+// first must not make the bind path longer than the final one.
+func TestSocketPathAtTheLimitListens(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, strings.Repeat("d", MaxSocketPath-len(dir)-len("/dra.sock")-1))
+	path := DRASocket(filepath.Dir(sub), filepath.Base(sub))
+	if len(path) != MaxSocketPath {
+		t.Fatalf("test path is %d bytes, want %d", len(path), MaxSocketPath)
+	}
+	lis, err := listenUnix(path)
+	if err != nil {
+		t.Fatalf("listenUnix(%d bytes): %v", len(path), err)
+	}
+	defer lis.Close()
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatalf("dial %s: %v", path, err)
+	}
+	conn.Close()
+	if left, _ := filepath.Glob(filepath.Join(sub, ".*")); len(left) != 0 {
+		t.Errorf("private bind directories left: %v", left)
+	}
 }
 
 // connectInstance is connectKubelet for one instance's sockets.

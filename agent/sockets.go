@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -69,12 +70,15 @@ func listenUnix(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != fs.ModeSocket {
 		return nil, fmt.Errorf("%s exists and is not a socket (%s); not replacing it", path, fi.Mode().Type())
 	}
-	tmpDir, err := os.MkdirTemp(dir, ".sock-")
+	tmpDir, err := mkdirShortTemp(dir, len(filepath.Base(path))-3)
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmpDir)
 	tmp := filepath.Join(tmpDir, "s")
+	if len(tmp) > MaxSocketPath {
+		return nil, fmt.Errorf("%w: binding %s first needs %s, %d bytes, at most %d: shorten the kubelet's directories, the driver name or kubelet.instanceID", ErrSocketPathTooLong, path, tmp, len(tmp), MaxSocketPath)
+	}
 	lis, err := net.Listen("unix", tmp)
 	if err != nil {
 		return nil, err
@@ -89,6 +93,33 @@ func listenUnix(path string) (net.Listener, error) {
 		return nil, err
 	}
 	return lis, nil
+}
+
+// mkdirShortTemp makes a new private (0700) directory in dir named "." and
+// n random letters (1 to 8). listenUnix binds in it at "<name>/s", n+4
+// bytes after dir's slash: with n three less than the final name's length
+// the bind path is no longer than the final one, so every path that fits
+// in sun_path can be bound. os.MkdirTemp's names (a 10-digit suffix) made
+// a 98-byte socket path bind at 108 bytes and fail with "invalid
+// argument".
+func mkdirShortTemp(dir string, n int) (string, error) {
+	n = min(max(n, 1), 8)
+	const letters = "abcdefghijklmnopqrstuvwxyz234567"
+	name := make([]byte, 1+n)
+	name[0] = '.'
+	for {
+		for i := 1; i < len(name); i++ {
+			name[i] = letters[rand.IntN(len(letters))]
+		}
+		p := filepath.Join(dir, string(name))
+		err := os.Mkdir(p, 0o700)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
 }
 
 // removeStaleSockets removes the sockets of other instances of the driver
