@@ -18,9 +18,15 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dranode/dranode/agent/config"
+	"github.com/dranode/dranode/agent/internal/record"
 	"github.com/dranode/dranode/cdi"
 	"github.com/dranode/dranode/pluginmgr"
 )
+
+// unregisterGrace is how long an instance with an instance ID keeps
+// serving its DRA socket after removing its registration socket at Stop:
+// twice the period of the kubelet plugin watcher's reconciler.
+const unregisterGrace = 2 * time.Second
 
 // ErrStopping is returned for kubelet calls that arrive after Stop began;
 // it carries gRPC code Unavailable, which the kubelet retries.
@@ -100,13 +106,13 @@ type Agent struct {
 	specs      cdi.SpecDir
 	plugins    *pluginmgr.Manager
 
-	drivers driverSet     // drivers.go
-	record  recordHolder  // record.go
-	forward forwarder     // routing.go
-	metrics *metrics      // metrics.go
-	status  *statusWriter // nil standalone
-	sweeper *sweeper      // nil when cleanup.interval is 0
-	ops     opsServer     // ops.go
+	drivers driverSet      // drivers.go
+	record  *record.Holder // record.go, package agent/internal/record
+	forward forwarder      // routing.go
+	metrics *metrics       // metrics.go
+	status  *statusWriter  // nil standalone
+	sweeper *sweeper       // nil when cleanup.interval is 0
+	ops     opsServer      // ops.go
 	life    lifecycle
 }
 
@@ -136,13 +142,15 @@ func New(cfg config.Config, opts Options) (*Agent, error) {
 	if opts.PluginLogger == nil {
 		opts.PluginLogger = pluginmgr.LogrLogger(opts.Logger.WithValues("node", cfg.NodeName))
 	}
-	return &Agent{
+	a := &Agent{
 		cfg:     cfg,
 		opts:    opts,
 		log:     opts.Logger.WithValues("node", cfg.NodeName),
 		specs:   cdi.SpecDir{Path: cfg.CDI.Dir, NoSync: true}, // no fsync: see writeSpecs
 		drivers: newDriverSet(),
-	}, nil
+	}
+	a.record = newRecordHolder(a)
+	return a, nil
 }
 
 // Standalone reports whether the agent runs without an API server (known
@@ -236,11 +244,11 @@ func (a *Agent) startRecord(ctx context.Context) error {
 	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
 		return &config.Error{Key: "stateDir", Reason: err.Error(), Err: err}
 	}
-	if err := a.openRecord(ctx, bootID); err != nil {
+	if err := a.record.Open(ctx, bootID); err != nil {
 		return fmt.Errorf("opening the claim record in stateDir: %w", err)
 	}
-	r := a.record.report
-	a.log.Info("Claim record restored", "claims", a.record.cache.Len(), "interrupted", len(r.Interrupted),
+	r := a.record.Report()
+	a.log.Info("Claim record restored", "claims", a.record.Cache().Len(), "interrupted", len(r.Interrupted),
 		"rebootDetected", r.RebootDetected, "noLongerPrepared", len(r.NoLongerPrepared), "uncertain", len(r.Uncertain))
 	a.logDamage()
 	return nil
@@ -265,10 +273,10 @@ func (a *Agent) serveKubelet() error {
 			return err
 		}
 	}
-	if err := a.serveHandover(); err != nil {
+	if err := a.record.ServeHandover(); err != nil {
 		return err
 	}
-	a.endStart()
+	a.record.EndStart()
 	return nil
 }
 
@@ -291,7 +299,7 @@ func (a *Agent) Ready() error {
 			problems = append(problems, fmt.Sprintf("plugin %s is %s", s.Plugin, s.State))
 		}
 	}
-	if a.cfg.Kubelet.InstanceID != "" && !a.holdsRecord() {
+	if a.cfg.Kubelet.InstanceID != "" && !a.record.Held() {
 		// The DaemonSet controller stops the old pod once the new one is
 		// ready: ready means serving the record, not just forwarding.
 		problems = append(problems, "the claim record is held by another instance (this one forwards the kubelet's calls to it)")
@@ -326,7 +334,7 @@ func (a *Agent) stop() error {
 		errs = append(errs, a.ops.srv.Shutdown(ctx))
 		cancel()
 	}
-	a.closeHandover()
+	a.record.CloseHandover()
 	a.closeForwarding()
 	a.stopPublishers(drivers)
 	a.sweeper.stop()
@@ -339,8 +347,8 @@ func (a *Agent) stop() error {
 	if a.life.cancel != nil {
 		a.life.cancel()
 	}
-	errs = append(errs, a.closeRecord())
-	a.endStart()
+	errs = append(errs, a.record.Close())
+	a.record.EndStart()
 	if a.metrics != nil {
 		a.metrics.unregister(a.opts.Registry)
 	}

@@ -95,7 +95,7 @@ func convertEdits(e pluginmgr.ContainerEdits) cdi.ContainerEdits {
 // claim, as earlier versions did, or by hand).
 func (a *Agent) sweepSpecs() {
 	recorded := map[string]bool{}
-	for _, e := range a.record.cache.List() {
+	for _, e := range a.record.Cache().List() {
 		recorded[e.Claim.UID] = true
 	}
 	for _, name := range a.Drivers() {

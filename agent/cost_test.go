@@ -63,19 +63,19 @@ func TestFsyncsPerClaim(t *testing.T) {
 			for i, c := range benchClaims(3) {
 				src.put(c)
 				req := ClaimRequest{Namespace: c.Namespace, Name: c.Name, UID: string(c.UID)}
-				before := a.record.cache.Fsyncs()
+				before := a.record.Cache().Fsyncs()
 				if _, err := a.Prepare(ctx, gpuDriver, req); err != nil {
 					t.Fatal(err)
 				}
-				prepared := a.record.cache.Fsyncs()
+				prepared := a.record.Cache().Fsyncs()
 				if _, err := a.Prepare(ctx, gpuDriver, req); err != nil {
 					t.Fatal(err)
 				}
-				again := a.record.cache.Fsyncs()
+				again := a.record.Cache().Fsyncs()
 				if err := a.Unprepare(ctx, req.UID); err != nil {
 					t.Fatal(err)
 				}
-				after := a.record.cache.Fsyncs()
+				after := a.record.Cache().Fsyncs()
 				t.Logf("claim %d: fsyncs: prepare %d, prepare from the record %d, unprepare %d", i, prepared-before, again-prepared, after-again)
 				if n := prepared - before; n != want.prepare {
 					t.Errorf("prepare: %d fsyncs, want %d", n, want.prepare)

@@ -39,7 +39,7 @@ func (a *Agent) holdDevices(ref claimcache.ClaimRef, claim *resourcev1.ResourceC
 		allocated[r.Driver] = append(allocated[r.Driver], claimcache.Device{Pool: r.Pool, Device: r.Device, Requests: []string{r.Request},
 			ShareID: pluginmgr.ShareID(r), AdminAccess: pluginmgr.AdminAccess(r)})
 	}
-	h, err := a.record.cache.Hold(ref, allocated, a.published)
+	h, err := a.record.Cache().Hold(ref, allocated, a.published)
 	if err != nil {
 		var inUse *claimcache.DeviceInUseError
 		if errors.As(err, &inUse) && a.metrics != nil {

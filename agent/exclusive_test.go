@@ -90,7 +90,7 @@ func TestDeviceHeldByAnotherClaimIsRefused(t *testing.T) {
 			if n := pluginCalls(t, calls, "prepare", second); n != 0 {
 				t.Fatalf("the refused claim reached the plugin %d times", n)
 			}
-			if _, err := a.record.cache.Get(string(second.UID)); !errors.Is(err, claimcache.ErrNotFound) {
+			if _, err := a.record.Cache().Get(string(second.UID)); !errors.Is(err, claimcache.ErrNotFound) {
 				t.Fatalf("the refused claim is recorded: %v", err)
 			}
 			if n := counterValue(t, reg, "dranode_prepare_refused_total", map[string]string{"driver": journalDriver, "reason": "device_in_use"}); n != 1 {
@@ -149,7 +149,7 @@ func TestFailedUnprepareHoldsTheDevice(t *testing.T) {
 			if stateless { // dropped in one commit after the plugin: still Prepared
 				wantState, holderState = claimcache.Prepared, "prepared"
 			}
-			if got, err := a.record.cache.Get(string(first.UID)); err != nil || got.State != wantState {
+			if got, err := a.record.Cache().Get(string(first.UID)); err != nil || got.State != wantState {
 				t.Fatalf("after the failed unprepare: %+v, %v; want %s", got, err, wantState)
 			}
 			refusal(t, k, second, first, "gpu-2", holderState)

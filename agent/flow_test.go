@@ -114,7 +114,7 @@ func TestStandalonePrepareUnprepare(t *testing.T) {
 	if env := spec.Devices[0].ContainerEdits.Env; len(env) == 0 || !strings.HasPrefix(env[0], "GPU_DEVICE_GPU_EXAMPLE_COM_1=") {
 		t.Errorf("device edits from the plugin missing: env %q", env)
 	}
-	entry, err := a.record.cache.Get(string(c.UID))
+	entry, err := a.record.Cache().Get(string(c.UID))
 	if err != nil || entry.State != claimcache.Prepared {
 		t.Fatalf("record: %+v, %v", entry, err)
 	}
@@ -148,7 +148,7 @@ func TestStandalonePrepareUnprepare(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("CDI spec still there after unprepare: %v", err)
 	}
-	if _, err := a.record.cache.Get(string(c.UID)); !errors.Is(err, claimcache.ErrNotFound) {
+	if _, err := a.record.Cache().Get(string(c.UID)); !errors.Is(err, claimcache.ErrNotFound) {
 		t.Errorf("record still holds the claim: %v", err)
 	}
 	// Unknown claims succeed.
@@ -188,11 +188,11 @@ func TestPrepareRejectsUnusableClaims(t *testing.T) {
 		}
 		// A new claim is recorded while it is read; a refused one must
 		// not stay in the record.
-		if e, err := a.record.cache.Get(string(c.UID)); err == nil {
+		if e, err := a.record.Cache().Get(string(c.UID)); err == nil {
 			t.Errorf("refused claim %s/%s (UID %s) left in the record as %s", c.Namespace, c.Name, c.UID, e.State)
 		}
 	}
-	if n := a.record.cache.Len(); n != 1 {
+	if n := a.record.Cache().Len(); n != 1 {
 		t.Errorf("record holds %d claims, want only %s", n, ok.Name)
 	}
 }
@@ -217,7 +217,7 @@ func TestTwoDriversOneClaim(t *testing.T) {
 	for _, d := range []string{gpuDriver, second} {
 		readSpec(t, specPath(e.cfg, d, string(c.UID)))
 	}
-	entry, err := a.record.cache.Get(string(c.UID))
+	entry, err := a.record.Cache().Get(string(c.UID))
 	if err != nil || len(entry.Drivers) != 2 {
 		t.Fatalf("record %+v, %v: want both drivers", entry, err)
 	}
@@ -262,8 +262,8 @@ func TestRestartAndReboot(t *testing.T) {
 	// Reboot: the plugin runs again (a fresh spec file).
 	e.setBootID(t, "boot-2")
 	a3 := e.start(t, Options{})
-	if a3.record.report == nil || !a3.record.report.RebootDetected {
-		t.Fatalf("reboot not detected: %+v", a3.record.report)
+	if a3.record.Report() == nil || !a3.record.Report().RebootDetected {
+		t.Fatalf("reboot not detected: %+v", a3.record.Report())
 	}
 	if again := mustPrepared(t, connectKubelet(t, e.cfg, gpuDriver).prepare(t, c), c); !slices.Equal(again, ids) {
 		t.Errorf("after reboot %q, want %q", again, ids)
@@ -271,7 +271,7 @@ func TestRestartAndReboot(t *testing.T) {
 	if inode(t, path) == ino {
 		t.Error("after a reboot the claim was answered from the record instead of being prepared again")
 	}
-	entry, err := a3.record.cache.Get(string(c.UID))
+	entry, err := a3.record.Cache().Get(string(c.UID))
 	if err != nil || !entry.PreparedInCurrentBoot() {
 		t.Errorf("record after reboot: %+v, %v", entry, err)
 	}
@@ -284,7 +284,7 @@ func TestInterruptedUnprepareFinishedOnStart(t *testing.T) {
 	a1 := e.start(t, Options{})
 	mustPrepared(t, connectKubelet(t, e.cfg, gpuDriver).prepare(t, c), c)
 	// A crash right after UnprepareStarted was recorded.
-	if _, err := a1.record.cache.StartUnprepare(string(c.UID)); err != nil {
+	if _, err := a1.record.Cache().StartUnprepare(string(c.UID)); err != nil {
 		t.Fatal(err)
 	}
 	if err := a1.Stop(); err != nil {
@@ -298,7 +298,7 @@ func TestInterruptedUnprepareFinishedOnStart(t *testing.T) {
 	}
 
 	a2 := e.start(t, Options{})
-	if _, err := a2.record.cache.Get(string(c.UID)); !errors.Is(err, claimcache.ErrNotFound) {
+	if _, err := a2.record.Cache().Get(string(c.UID)); !errors.Is(err, claimcache.ErrNotFound) {
 		t.Errorf("interrupted unprepare not finished: %v", err)
 	}
 	for _, uid := range []string{string(c.UID), orphan} {
@@ -335,7 +335,7 @@ func TestPluginKilledPrepareIsRetryable(t *testing.T) {
 			t.Fatalf("attempt %d: non-retryable error %q", attempt, r.Error)
 		}
 		sawRetryable = true
-		if entry, err := a.record.cache.Get(string(c.UID)); err == nil && entry.State == claimcache.Prepared {
+		if entry, err := a.record.Cache().Get(string(c.UID)); err == nil && entry.State == claimcache.Prepared {
 			t.Fatal("claim recorded as prepared although the plugin call failed")
 		}
 		if attempt > 600 {

@@ -158,15 +158,15 @@ func TestHandOverForwardAndReclaim(t *testing.T) {
 
 	e.cfg.Kubelet.InstanceID = "instance-b"
 	b := e.start(t, Options{})
-	if a.holdsRecord() || !b.holdsRecord() {
-		t.Fatalf("after the hand-over: a holds %v, b holds %v; want false, true", a.holdsRecord(), b.holdsRecord())
+	if a.record.Held() || !b.record.Held() {
+		t.Fatalf("after the hand-over: a holds %v, b holds %v; want false, true", a.record.Held(), b.record.Held())
 	}
 	if err := a.Ready(); err == nil {
 		t.Error("the instance that handed the record over is ready")
 	}
 	// Through the old instance: answered by the new one, from its record.
 	mustPrepared(t, kA.prepare(t, second), second)
-	if e, err := b.record.cache.Get(string(second.UID)); err != nil || e.State != claimcache.Prepared {
+	if e, err := b.record.Cache().Get(string(second.UID)); err != nil || e.State != claimcache.Prepared {
 		t.Errorf("claim prepared through the old instance: in the new one's record %+v, %v", e, err)
 	}
 	var m dto.Metric
@@ -181,11 +181,11 @@ func TestHandOverForwardAndReclaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustPrepared(t, kA.prepare(t, third), third)
-	if !a.holdsRecord() {
+	if !a.record.Held() {
 		t.Fatal("the old instance did not take the record back")
 	}
 	for _, c := range []*resourcev1.ResourceClaim{first, second, third} {
-		if e, err := a.record.cache.Get(string(c.UID)); err != nil || e.State != claimcache.Prepared {
+		if e, err := a.record.Cache().Get(string(c.UID)); err != nil || e.State != claimcache.Prepared {
 			t.Errorf("claim %s after the record came back: %+v, %v", c.Name, e, err)
 		}
 	}

@@ -130,13 +130,7 @@ func stateCollector(a *Agent) prometheus.Collector {
 		dropped := a.drivers.withdraw
 		a.drivers.mu.Unlock()
 		ch <- prometheus.MustNewConstMetric(taintsDropped, prometheus.GaugeValue, map[bool]float64{false: 0, true: 1}[dropped])
-		a.record.gate.mu.RLock()
-		n := -1
-		if a.record.cache != nil {
-			n = a.record.cache.Len()
-		}
-		a.record.gate.mu.RUnlock()
-		if n >= 0 {
+		if n, opened := a.record.Claims(); opened {
 			ch <- prometheus.MustNewConstMetric(recorded, prometheus.GaugeValue, float64(n))
 			ch <- prometheus.MustNewConstMetric(uncertain, prometheus.GaugeValue, float64(a.uncertainClaims()))
 		}
@@ -268,7 +262,7 @@ func newUpgradeMetrics(a *Agent) *upgradeMetrics {
 			Namespace: "dranode", Name: "record_held",
 			Help: "1 while this instance holds the claim record and serves the kubelet's calls itself; 0 while it forwards them.",
 		}, func() float64 {
-			if a.holdsRecord() {
+			if a.record.Held() {
 				return 1
 			}
 			return 0

@@ -146,7 +146,7 @@ func testPreparePhaseMetrics(t *testing.T, stateless bool) {
 			}
 		})
 	}
-	if a.record.cache.Len() != 3 {
-		t.Errorf("record holds %d claims, want 3", a.record.cache.Len())
+	if a.record.Cache().Len() != 3 {
+		t.Errorf("record holds %d claims, want 3", a.record.Cache().Len())
 	}
 }

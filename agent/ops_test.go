@@ -39,8 +39,8 @@ func TestManyClaimsOneCallAndConcurrentCallsOneClaim(t *testing.T) {
 	for _, c := range claims {
 		mustPrepared(t, resp, c)
 	}
-	if a.record.cache.Len() != 20 {
-		t.Errorf("record holds %d claims, want 20", a.record.cache.Len())
+	if a.record.Cache().Len() != 20 {
+		t.Errorf("record holds %d claims, want 20", a.record.Cache().Len())
 	}
 
 	// The kubelet may call twice for one claim (two pods); both get the same
@@ -64,8 +64,8 @@ func TestManyClaimsOneCallAndConcurrentCallsOneClaim(t *testing.T) {
 			t.Errorf("unprepare %s: %s", uid, r.Error)
 		}
 	}
-	if a.record.cache.Len() != 0 {
-		t.Errorf("record holds %d claims after unprepare", a.record.cache.Len())
+	if a.record.Cache().Len() != 0 {
+		t.Errorf("record holds %d claims after unprepare", a.record.Cache().Len())
 	}
 }
 
@@ -142,7 +142,7 @@ func TestPluginKilledDuringCalls(t *testing.T) {
 	killed := make(chan struct{})
 	go func() {
 		defer close(killed)
-		for a.record.cache.Len() == 0 { // until the first batch has started committing
+		for a.record.Cache().Len() == 0 { // until the first batch has started committing
 			time.Sleep(100 * time.Microsecond)
 		}
 		_ = syscallKill(pid)
@@ -185,8 +185,8 @@ func TestPluginKilledDuringCalls(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if a.record.cache.Len() != 0 {
-		t.Errorf("record holds %d claims at the end", a.record.cache.Len())
+	if a.record.Cache().Len() != 0 {
+		t.Errorf("record holds %d claims at the end", a.record.Cache().Len())
 	}
 }
 

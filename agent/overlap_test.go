@@ -50,14 +50,14 @@ func TestClaimRecordedOnlyAfterRead(t *testing.T) {
 		done <- err
 	}()
 	<-src.reading // the Prepare waits in the read: nothing after it has run
-	if e, err := a.record.cache.Get(string(first.UID)); !errors.Is(err, claimcache.ErrNotFound) {
+	if e, err := a.record.Cache().Get(string(first.UID)); !errors.Is(err, claimcache.ErrNotFound) {
 		t.Errorf("claim %s recorded before its read returned: %+v, %v", first.UID, e, err)
 	}
 	close(src.release)
 	if err := <-done; err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
-	if e, err := a.record.cache.Get(string(first.UID)); err != nil || e.State != claimcache.Prepared {
+	if e, err := a.record.Cache().Get(string(first.UID)); err != nil || e.State != claimcache.Prepared {
 		t.Fatalf("after the prepare: %+v, %v", e, err)
 	}
 
@@ -70,14 +70,14 @@ func TestClaimRecordedOnlyAfterRead(t *testing.T) {
 		done <- err
 	}()
 	<-src.reading
-	if e, err := a.record.cache.Get(stale.UID); !errors.Is(err, claimcache.ErrNotFound) {
+	if e, err := a.record.Cache().Get(stale.UID); !errors.Is(err, claimcache.ErrNotFound) {
 		t.Errorf("claim %s recorded during its read although its name is recorded under another UID: %+v, %v", stale.UID, e, err)
 	}
 	close(src.release)
 	if err := <-done; !errors.Is(err, ErrClaimNotUsable) {
 		t.Fatalf("prepare of a stale UID: %v, want ErrClaimNotUsable", err)
 	}
-	if e, err := a.record.cache.Get(string(first.UID)); err != nil || e.State != claimcache.Prepared {
+	if e, err := a.record.Cache().Get(string(first.UID)); err != nil || e.State != claimcache.Prepared {
 		t.Errorf("the recorded claim after a stale UID's prepare: %+v, %v", e, err)
 	}
 }

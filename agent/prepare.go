@@ -40,7 +40,7 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 	}
 	ctx, obs := a.metrics.startPrepareObserver(ctx, driverName)
 	defer obs.done()
-	unlock, err := a.record.cache.LockClaim(req.UID)
+	unlock, err := a.record.Cache().LockClaim(req.UID)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func (a *Agent) Prepare(ctx context.Context, driverName string, req ClaimRequest
 // leaves a prepared claim without its spec, which the kubelet's next
 // Prepare recreates (preparedBefore).
 func (a *Agent) prepareLocked(ctx context.Context, driverName string, req ClaimRequest) ([]claimcache.Device, error) {
-	known, err := a.record.cache.Get(req.UID)
+	known, err := a.record.Cache().Get(req.UID)
 	if err == nil && known.PreparedInCurrentBoot() {
 		return a.preparedBefore(ctx, driverName, req, known)
 	}
@@ -136,10 +136,10 @@ func (a *Agent) recordOnce(ref claimcache.ClaimRef, hosted []string) bool {
 			return false
 		}
 	}
-	if _, err := a.record.cache.Get(ref.UID); !errors.Is(err, claimcache.ErrNotFound) {
+	if _, err := a.record.Cache().Get(ref.UID); !errors.Is(err, claimcache.ErrNotFound) {
 		return false
 	}
-	_, err := a.record.cache.LookupName(ref.Namespace, ref.Name)
+	_, err := a.record.Cache().LookupName(ref.Namespace, ref.Name)
 	return errors.Is(err, claimcache.ErrNotFound)
 }
 
@@ -167,9 +167,9 @@ func (a *Agent) getClaim(ctx context.Context, namespace, name string) (_ *resour
 func (a *Agent) finishPrepare(ctx context.Context, ref claimcache.ClaimRef, recorded map[string][]claimcache.Device, once bool) (e claimcache.Entry, err error) {
 	defer observePhase(ctx, phaseRecordPrepared, time.Now(), &err)
 	if once {
-		e, err = a.record.cache.RecordPrepared(ref, recorded)
+		e, err = a.record.Cache().RecordPrepared(ref, recorded)
 	} else {
-		e, err = a.record.cache.FinishPrepare(ref.UID, recorded)
+		e, err = a.record.Cache().FinishPrepare(ref.UID, recorded)
 	}
 	if err != nil {
 		return e, fmt.Errorf("recording claim %s as prepared: %w", ref, err)
@@ -196,7 +196,7 @@ func (a *Agent) applyStatuses(claim *resourcev1.ResourceClaim, statuses map[stri
 func (a *Agent) startPrepare(ctx context.Context, ref claimcache.ClaimRef) (err error) {
 	defer observePhase(ctx, phaseRecordStarted, time.Now(), &err)
 	for attempt := 0; ; attempt++ {
-		_, err := a.record.cache.StartPrepare(ref, "")
+		_, err := a.record.Cache().StartPrepare(ref, "")
 		if err == nil {
 			return nil
 		}

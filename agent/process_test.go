@@ -62,7 +62,7 @@ func TestProcessSIGTERM(t *testing.T) {
 	}
 	// The record survives: a new agent answers from it.
 	a := e.start(t, Options{})
-	if entry, err := a.record.cache.Get(string(c.UID)); err != nil || !entry.PreparedInCurrentBoot() {
+	if entry, err := a.record.Cache().Get(string(c.UID)); err != nil || !entry.PreparedInCurrentBoot() {
 		t.Errorf("record after SIGTERM: %+v, %v", entry, err)
 	}
 }

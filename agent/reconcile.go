@@ -20,7 +20,7 @@ import (
 // operator can follow each claim (dranodectl checkpoint inspect shows the
 // same from the files).
 func (a *Agent) logDamage() {
-	if d := a.record.report.Damage; d != nil {
+	if d := a.record.Report().Damage; d != nil {
 		var aside []string
 		for _, c := range d.Aside {
 			aside = append(aside, c.Path)
@@ -35,7 +35,7 @@ func (a *Agent) logDamage() {
 			}
 		}
 	}
-	for _, e := range a.record.report.Uncertain {
+	for _, e := range a.record.Report().Uncertain {
 		a.log.Info("Uncertain claim: its last state is unknown, reconciling it against the kubelet and the claim source",
 			"claimUID", e.Claim.UID, "claim", e.Claim.Namespace+"/"+e.Claim.Name, "reason", e.Uncertain)
 	}
@@ -44,7 +44,7 @@ func (a *Agent) logDamage() {
 // uncertainClaims counts the record's uncertain entries.
 func (a *Agent) uncertainClaims() int {
 	n := 0
-	for _, e := range a.record.cache.List() {
+	for _, e := range a.record.Cache().List() {
 		if e.Uncertain != "" {
 			n++
 		}
@@ -64,7 +64,7 @@ const reconcileLookupTimeout = 10 * time.Second
 // before the kubelet is served, so no kubelet call races it, and does
 // nothing when the record holds no uncertain entry and lost nothing.
 func (a *Agent) reconcileUncertain(ctx context.Context) {
-	lostUnknown := a.record.report.Damage != nil && a.record.report.Damage.Unknown
+	lostUnknown := a.record.Report().Damage != nil && a.record.Report().Damage.Unknown
 	if !lostUnknown && a.uncertainClaims() == 0 {
 		return
 	}
@@ -77,7 +77,7 @@ func (a *Agent) reconcileUncertain(ctx context.Context) {
 		a.log.Error(err, "Reading the kubelet's DRA checkpoint (kubelet.draManagerState); uncertain claims are kept until the kubelet or the next start settles them", "path", path)
 		return
 	}
-	res := a.record.cache.Reconcile(claimcache.Reconciler{
+	res := a.record.Cache().Reconcile(claimcache.Reconciler{
 		Kubelet: kubelet,
 		Exists: func(ref claimcache.ClaimRef) (bool, error) {
 			// Bounded: the kubelet is served only after this, and an API

@@ -251,17 +251,17 @@ func TestStartReconcilesADamagedRecord(t *testing.T) {
 	if got := callLines(t, calls)[before:]; !slices.Equal(got, []string{"unprepare " + string(gone.UID) + " pool-a/" + gone.Status.Allocation.Devices.Results[0].Device}) {
 		t.Errorf("plugin calls during start: %q, want exactly the unprepare of the gone claim %s", got, gone.Name)
 	}
-	if _, err := a.record.cache.Get(string(gone.UID)); !errors.Is(err, claimcache.ErrNotFound) {
+	if _, err := a.record.Cache().Get(string(gone.UID)); !errors.Is(err, claimcache.ErrNotFound) {
 		t.Errorf("the gone claim is still recorded: %v", err)
 	}
 	if _, err := os.Stat(specPath(e.cfg, journalDriver, string(gone.UID))); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the gone claim's CDI spec is still there: %v", err)
 	}
-	if r, err := a.record.cache.Get(string(restored.UID)); err != nil || r.State != claimcache.Prepared || r.Uncertain != "" {
+	if r, err := a.record.Cache().Get(string(restored.UID)); err != nil || r.State != claimcache.Prepared || r.Uncertain != "" {
 		t.Errorf("the claim before the damage: %+v, %v; want it Prepared and certain", r, err)
 	}
 	for _, c := range []*resourcev1.ResourceClaim{lost, listed} {
-		r, err := a.record.cache.Get(string(c.UID))
+		r, err := a.record.Cache().Get(string(c.UID))
 		if err != nil || r.Uncertain == "" || r.State != claimcache.PrepareStarted {
 			t.Errorf("%s: %+v, %v; want an uncertain PrepareStarted entry", c.Name, r, err)
 			continue
@@ -299,7 +299,7 @@ func TestStartReconcilesADamagedRecord(t *testing.T) {
 		t.Errorf("preparing the restored claim called the plugin: %q", got)
 	}
 	mustPrepared(t, k.prepare(t, listed), listed)
-	if r, err := a.record.cache.Get(string(listed.UID)); err != nil || r.State != claimcache.Prepared || r.Uncertain != "" {
+	if r, err := a.record.Cache().Get(string(listed.UID)); err != nil || r.State != claimcache.Prepared || r.Uncertain != "" {
 		t.Errorf("kept claim after the kubelet's prepare: %+v, %v", r, err)
 	}
 	if res := k.unprepare(t, lost)[string(lost.UID)]; res == nil || res.Error != "" {

@@ -78,12 +78,10 @@ func routeCall[R any](ctx context.Context, a *Agent, d *driver,
 	var zero R
 	var last error
 	for wait := 20 * time.Millisecond; ; wait = min(wait*2, 500*time.Millisecond) {
-		a.record.gate.mu.RLock()
-		if a.record.gate.held {
-			defer a.record.gate.mu.RUnlock()
+		if leave, held := a.record.Enter(); held {
+			defer leave()
 			return local(ctx)
 		}
-		a.record.gate.mu.RUnlock()
 		r, err := forwardCall(ctx, a, d, remote)
 		if err == nil {
 			return r, nil
@@ -93,7 +91,7 @@ func routeCall[R any](ctx context.Context, a *Agent, d *driver,
 		}
 		last = err
 		a.metrics.upgrade.retries.WithLabelValues(d.name).Inc()
-		if a.reclaim() {
+		if a.record.Reclaim() {
 			continue
 		}
 		select {
@@ -137,15 +135,12 @@ func (a *Agent) holder(ctx context.Context) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	reply, err := a.askHolder(ctx, handoverRequest{Op: "who"})
+	target, err := a.record.Who(ctx)
 	if err != nil {
 		return "", fmt.Errorf("finding the instance holding the claim record: %w", err)
 	}
-	if reply.Instance == "" || reply.Instance == a.cfg.Kubelet.InstanceID {
-		return "", fmt.Errorf("finding the instance holding the claim record: %w", ErrNotHolder)
-	}
-	a.forward.setHolder(reply.Instance)
-	return reply.Instance, nil
+	a.forward.setHolder(target)
+	return target, nil
 }
 
 func (a *Agent) forgetHolder(target string) {

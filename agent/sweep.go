@@ -63,11 +63,10 @@ func (a *Agent) runSweeper(ctx context.Context, s *sweeper) {
 	defer t.Stop()
 	for {
 		// Only the instance holding the claim record sweeps it.
-		a.record.gate.mu.RLock()
-		if a.record.gate.held {
+		if leave, held := a.record.Enter(); held {
 			s.sweep(ctx, time.Now())
+			leave()
 		}
-		a.record.gate.mu.RUnlock()
 		select {
 		case <-ctx.Done():
 			return
@@ -108,7 +107,7 @@ func (a *Agent) lookupClaim(ctx context.Context, ref claimcache.ClaimRef) (claim
 
 func (s *sweeper) sweep(ctx context.Context, now time.Time) {
 	a := s.a
-	rep, err := s.tracker.Find(a.record.cache, claimcache.LeftoverSource{
+	rep, err := s.tracker.Find(a.record.Cache(), claimcache.LeftoverSource{
 		Kubelet: a.kubeletUIDs,
 		Lookup:  func(ref claimcache.ClaimRef) (claimcache.APIClaim, error) { return a.lookupClaim(ctx, ref) },
 	}, now, a.cfg.Cleanup.GracePeriod)
@@ -164,7 +163,7 @@ func (s *sweeper) clean(ctx context.Context, l claimcache.Leftover, now time.Tim
 		log.V(2).Info("Leftover claim in its grace period", "gracePeriod", a.cfg.Cleanup.GracePeriod)
 		return false
 	}
-	e, err := a.record.cache.CleanLeftover(l,
+	e, err := a.record.Cache().CleanLeftover(l,
 		func(claimcache.Entry) (bool, error) {
 			// Again, under the claim's lock: the kubelet writes its
 			// checkpoint before it calls Prepare, so a claim it
@@ -203,7 +202,7 @@ func (s *sweeper) sweepCDIDebris(now time.Time) {
 	a := s.a
 	for _, name := range a.Drivers() {
 		removed, err := a.specs.Sweep(name, cdi.ClaimClass, func(uid string) bool {
-			_, err := a.record.cache.Get(uid)
+			_, err := a.record.Cache().Get(uid)
 			return !errors.Is(err, claimcache.ErrNotFound)
 		})
 		if err != nil {

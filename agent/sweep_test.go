@@ -147,7 +147,7 @@ func TestSweepCleansLeftoversOnly(t *testing.T) {
 		t.Errorf("plugin unprepared %q, want %q", unprepared, want)
 	}
 	var left []string
-	for _, en := range a.record.cache.List() {
+	for _, en := range a.record.Cache().List() {
 		left = append(left, en.Claim.Name)
 	}
 	if w := []string{"in-use", "listed"}; !slices.Equal(left, w) {
@@ -208,7 +208,7 @@ func TestSweepNeedsTheKubeletCheckpoint(t *testing.T) {
 		tc.write()
 		before := e.sweeps(t, tc.result)
 		waitFor(t, "20 sweeps skipped with "+tc.result, func() bool { return e.sweeps(t, tc.result) >= before+20 })
-		if _, err := a.record.cache.Get(string(gone.UID)); err != nil {
+		if _, err := a.record.Cache().Get(string(gone.UID)); err != nil {
 			t.Fatalf("%s: the leftover was touched: %v", tc.result, err)
 		}
 		if got := e.logs.with("Sweep for leftover claims skipped", tc.result); len(got) != 1 {
@@ -223,6 +223,6 @@ func TestSweepNeedsTheKubeletCheckpoint(t *testing.T) {
 	}
 
 	writeDRAManagerState(t, e.cfg.Kubelet.DRAManagerState, nil)
-	waitFor(t, "the leftover cleaned", func() bool { return a.record.cache.Len() == 0 })
+	waitFor(t, "the leftover cleaned", func() bool { return a.record.Cache().Len() == 0 })
 	waitFor(t, "temp debris removed", func() bool { _, err := os.Stat(debris); return os.IsNotExist(err) })
 }

@@ -26,7 +26,7 @@ func (a *Agent) Unprepare(ctx context.Context, uid string) error {
 	if uid == "" {
 		return fmt.Errorf("%w: empty claim UID", ErrClaimNotUsable)
 	}
-	unlock, err := a.record.cache.LockClaim(uid)
+	unlock, err := a.record.Cache().LockClaim(uid)
 	if err != nil {
 		return err
 	}
@@ -35,14 +35,14 @@ func (a *Agent) Unprepare(ctx context.Context, uid string) error {
 }
 
 func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
-	e, err := a.record.cache.Get(uid)
+	e, err := a.record.Cache().Get(uid)
 	if errors.Is(err, claimcache.ErrNotFound) {
 		logr.FromContextOrDiscard(ctx).V(2).Info("Claim not recorded, nothing to unprepare", "claimUID", uid)
 		return nil
 	}
 	once := err == nil && a.removeOnce(e)
 	if !once {
-		if e, err = a.record.cache.StartUnprepare(uid); err != nil {
+		if e, err = a.record.Cache().StartUnprepare(uid); err != nil {
 			return fmt.Errorf("recording claim %s as being unprepared: %w", uid, err)
 		}
 	}
@@ -51,9 +51,9 @@ func (a *Agent) unprepareLocked(ctx context.Context, uid string) error {
 		return err
 	}
 	if once {
-		err = a.record.cache.RemovePrepared(uid)
+		err = a.record.Cache().RemovePrepared(uid)
 	} else {
-		err = a.record.cache.Remove(uid)
+		err = a.record.Cache().Remove(uid)
 	}
 	if err != nil {
 		return fmt.Errorf("dropping claim %s from the record: %w", uid, err)
@@ -135,7 +135,7 @@ func (a *Agent) unprepareDrivers(ctx context.Context, e claimcache.Entry) ([]str
 // PrepareStarted wait for the kubelet's next call (Prepare finishes them,
 // Unprepare rolls them back).
 func (a *Agent) finishInterrupted(ctx context.Context) {
-	for _, e := range a.record.cache.List() {
+	for _, e := range a.record.Cache().List() {
 		if e.State != claimcache.UnprepareStarted {
 			continue
 		}
