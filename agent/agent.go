@@ -58,15 +58,18 @@ type Options struct {
 // Stop (or Run).
 //
 // An Agent only composes its parts. Its configuration is package config
-// (keys, loading, validation); the others are files of this package:
+// (keys, loading, validation); the record holder is package
+// agent/internal/record, reached through record.go; the others are files
+// of this package:
 //
 //   - the kubelet-facing server (server.go, healthstream.go, sockets.go,
 //     socket_probe_*.go): registration, the DRA service and the health
 //     stream, per driver;
 //   - routing (routing.go), a wrapper around the DRA service that forwards a
 //     call to the instance holding the claim record when that is another;
-//   - the record holder (record.go, handover.go): opens the claim record,
-//     gates the record operations and hands the record over;
+//   - the record holder (package agent/internal/record; record.go is its
+//     callbacks into the agent): opens the claim record, gates the record
+//     operations and hands the record over;
 //   - the claim flow (prepare.go, unprepare.go, cdispec.go): Prepare and
 //     Unprepare against the record, the plugins and CDI;
 //   - the publishers (publish.go, health.go, status.go): ResourceSlices,
@@ -82,15 +85,16 @@ type Options struct {
 // Lock order. A goroutine that holds more than one of the agent's locks
 // takes them in this order, and never the other way round:
 //
-//  1. the record gate, record.gate.mu: read for the whole of a kubelet call
-//     answered here (routeCall) and of a sweep, written by the hand-over
-//     and the reclaim, which therefore wait for those;
+//  1. the record gate (record.Holder's gate): read for the whole of a
+//     kubelet call answered here (routeCall) and of a sweep, through
+//     record.Holder.Enter, written by the hand-over and the reclaim, which
+//     therefore wait for those and call recordHooks under it;
 //  2. a claim's lock in the record (claimcache.Cache.LockClaim), taken by
 //     the claim flow and the sweeper under the gate's read lock;
 //  3. the driver set, drivers.mu (drivers, inventories, health, taints,
 //     publishers);
-//  4. the hand-over socket's state, record.handover.mu, and the forwarding
-//     state, forward.mu: leaves, nothing is taken under them.
+//  4. the hand-over socket's state (inside record.Holder) and the
+//     forwarding state, forward.mu: leaves, nothing is taken under them.
 //
 // The status writer's and the health feed's mutexes are leaves of their own
 // and are never held while calling into another part. DESIGN.md, "The

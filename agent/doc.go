@@ -9,8 +9,10 @@
 // Load (flags, DRANODE_ environment variables, the YAML file, defaults),
 // Validate, and the checks of `config validate` against the node. The
 // command dranode-agent (cmd/dranode-agent) is a thin layer over the two:
-// config.Load, then New and Run. The doc comment of Agent lists the other
-// parts and the files each is in.
+// config.Load, then New and Run. The record holder is package
+// agent/internal/record: it opens the claim record, gates the operations on
+// it and hands it over between two instances of the agent on one node. The
+// doc comment of Agent lists the other parts and the files each is in.
 //
 // Without a kubeconfig and outside a cluster the agent runs standalone:
 // ResourceClaims come from a directory of YAML files and ResourceSlices go to
