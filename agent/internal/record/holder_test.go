@@ -54,6 +54,18 @@ func listen(path string) (net.Listener, error) {
 	return net.Listen("unix", path)
 }
 
+// socketDir is a directory short enough for the hand-over socket's path
+// (at most 107 bytes), which t.TempDir's may not be.
+func socketDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "record-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // startInstance opens the record in dir as instance id and serves the
 // hand-over socket, as the agent's Start does.
 func startInstance(t *testing.T, dir, id string, timeout time.Duration) (*Holder, *agentEvents, error) {
@@ -83,11 +95,7 @@ func startInstance(t *testing.T, dir, id string, timeout time.Duration) (*Holder
 }
 
 func TestHandOverWaitsForTheOperationInFlightAndReclaims(t *testing.T) {
-	dir, err := os.MkdirTemp("", "record-") // short: a socket path has at most 107 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := socketDir(t)
 	old, oldEvents, err := startInstance(t, dir, "old", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -168,11 +176,7 @@ func TestHandOverWaitsForTheOperationInFlightAndReclaims(t *testing.T) {
 }
 
 func TestHandOverRefusedWhileStopping(t *testing.T) {
-	dir, err := os.MkdirTemp("", "record-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := socketDir(t)
 	old, oldEvents, err := startInstance(t, dir, "old", time.Minute)
 	if err != nil {
 		t.Fatal(err)
