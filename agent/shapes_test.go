@@ -24,25 +24,29 @@ func TestSharedAndPartitionedGPUs(t *testing.T) {
 	e.cfg.Plugins.Drivers[0].Config["partitionedGPUs"] = 1
 	e.start(t, Options{})
 
+	// The standalone agent writes its slices when the plugin's first
+	// inventory arrives, which may be after Start returns.
 	var counterSets []string
-	consumes := map[string]string{}
-	shared := false
-	for _, s := range dryRunSlices(t, e.cfg.Slices.DryRunDir) {
-		for _, cs := range s.Spec.SharedCounters {
-			counterSets = append(counterSets, cs.Name)
-		}
-		for _, d := range s.Spec.Devices {
-			if d.Name == "shared-gpu-0" && d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations {
-				shared = true
+	var consumes map[string]string
+	var shared bool
+	published := func() bool {
+		counterSets, consumes, shared = nil, map[string]string{}, false
+		for _, s := range dryRunSlices(t, e.cfg.Slices.DryRunDir) {
+			for _, cs := range s.Spec.SharedCounters {
+				counterSets = append(counterSets, cs.Name)
 			}
-			for _, c := range d.ConsumesCounters {
-				consumes[d.Name] = c.CounterSet
+			for _, d := range s.Spec.Devices {
+				if d.Name == "shared-gpu-0" && d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations {
+					shared = true
+				}
+				for _, c := range d.ConsumesCounters {
+					consumes[d.Name] = c.CounterSet
+				}
 			}
 		}
+		return shared && slices.Equal(counterSets, []string{"partitioned-gpu-0"}) && len(consumes) == 3 && consumes["partitioned-gpu-0-part-1"] == "partitioned-gpu-0"
 	}
-	if !shared || !slices.Equal(counterSets, []string{"partitioned-gpu-0"}) || len(consumes) != 3 || consumes["partitioned-gpu-0-part-1"] != "partitioned-gpu-0" {
-		t.Fatalf("published: shared-gpu-0 with allowMultipleAllocations %v, counter sets %v, consumers %v", shared, counterSets, consumes)
-	}
+	waitFor(t, "shared-gpu-0 with allowMultipleAllocations, and partitioned-gpu-0's counter set and its three consumers, in the slices", published)
 
 	c := claim("default", "shapes", "00000000-0000-0000-0006-000000000000", "node-a",
 		[2]string{gpuDriver, "shared-gpu-0"}, [2]string{gpuDriver, "shared-gpu-0"}, [2]string{gpuDriver, "partitioned-gpu-0-part-1"})
