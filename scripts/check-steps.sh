@@ -52,6 +52,10 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do serial+=("$1"); shift; done
 parallel=("$@")
 
 tmp_root=$(mktemp -d /tmp/dc.XXXXXX) || exit 2
+# Mode 1777, as /tmp's: mktemp makes it 0700, and a test that runs a
+# binary as another user (agent/cmd/dranode-agent's config validate as
+# nobody) could not reach what it put there ("fork/exec: permission denied").
+chmod 1777 "$tmp_root" || exit 2
 export TMPDIR=$tmp_root
 remove_tmp() {
 	rm -rf --one-file-system "$tmp_root" 2>/dev/null ||

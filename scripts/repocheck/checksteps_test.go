@@ -68,7 +68,7 @@ func stepTmpdir(t *testing.T, out string) {
 func TestCheckStepsFailsOnWhatAStepLeaves(t *testing.T) {
 	out := t.TempDir()
 	output, ok := checkSteps(t, out, map[string]string{
-		"generate": `echo "$TMPDIR" > "$OUT/tmpdir"`,
+		"generate": `echo "$TMPDIR" > "$OUT/tmpdir" && stat -c %a "$TMPDIR" > "$OUT/tmpmode"`,
 		"tidy":     `f=$(mktemp) && rm "$f"`,
 		"leaky":    `mkdir "${TMPDIR:?}/dranode-plugin-42" && touch "$TMPDIR/dranode-plugin-42/plugin7"`,
 	}, []string{"generate"}, []string{"tidy", "leaky"})
@@ -81,6 +81,12 @@ func TestCheckStepsFailsOnWhatAStepLeaves(t *testing.T) {
 		}
 	}
 	stepTmpdir(t, out)
+	// A test may run a binary as another user from its TMPDIR (agent's
+	// config validate as nobody): the directory is /tmp's mode, not
+	// mktemp's 0700.
+	if b, err := os.ReadFile(filepath.Join(out, "tmpmode")); err != nil || strings.TrimSpace(string(b)) != "1777" {
+		t.Errorf("the steps' TMPDIR has mode %q (%v), want 1777 as /tmp", strings.TrimSpace(string(b)), err)
+	}
 }
 
 // What other programs write to /tmp while the check runs is not the
