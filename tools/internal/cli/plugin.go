@@ -36,6 +36,8 @@ var conformanceChecks = []struct {
 	{"Info is valid", []string{"Info:"}},
 	{"inventory passes the ResourceSlice rules", []string{"no inventory", "inventory:", "the inventory has no device"}},
 	{"Prepare succeeds, is idempotent, returns usable edits", []string{"first Prepare", "repeated Prepare", "Prepare:", "Prepare returned", "Prepare is not idempotent"}},
+	{"admin access is granted beside the device's owner", []string{"Prepare with admin access", "Unprepare of an admin-access claim", "Prepare of the owner after an admin-access claim", "the owner's Prepare"}},
+	{"each share of a multi-allocation device is answered once", []string{"Prepare of shares of", "Prepare of claim", "Unprepare of a claim with shares"}},
 	{"Unprepare of unknown claims succeeds", []string{"Unprepare of a claim never prepared", "Unprepare of an unknown claim"}},
 	{"Unprepare succeeds and is idempotent", []string{"repeated Unprepare", "Unprepare"}},
 }
