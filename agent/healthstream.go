@@ -49,12 +49,29 @@ func (h *healthFeed) close() {
 	}
 }
 
+// healthResend is how often the stream repeats an unchanged snapshot. The
+// kubelet stamps each device's health with the time it received it and
+// shows Unknown in the pod's status once that is 30 seconds old (its
+// healthTimeout, v1.34.4; DefaultHealthTimeout, and the per-device
+// health_check_timeout_seconds the plugin may send, from 1.35): a device
+// reported once and never again reads Unhealthy for half a minute, then
+// Unknown. Every 10 seconds leaves two reports' margin.
+const healthResend = 10 * time.Second
+
 type healthService struct {
 	drahealthv1.UnimplementedDRAResourceHealthServer
 	d *driver
+	// resend overrides healthResend (tests).
+	resend time.Duration
 }
 
 func (s *healthService) NodeWatchResources(_ *drahealthv1.NodeWatchResourcesRequest, stream grpc.ServerStreamingServer[drahealthv1.NodeWatchResourcesResponse]) error {
+	every := s.resend
+	if every == 0 {
+		every = healthResend
+	}
+	resend := time.NewTicker(every)
+	defer resend.Stop()
 	for {
 		snap, changed, closed := s.d.healthy.get()
 		if closed {
@@ -77,6 +94,8 @@ func (s *healthService) NodeWatchResources(_ *drahealthv1.NodeWatchResourcesRequ
 		}
 		select {
 		case <-changed:
+			resend.Reset(every)
+		case <-resend.C:
 		case <-stream.Context().Done():
 			return nil
 		}

@@ -63,18 +63,24 @@ type cluster struct {
 // of the chart's own values.yaml and what a node needs: see chartValues).
 func startCluster(t testing.TB, values map[string]any) *cluster {
 	t.Helper()
-	return startClusterWith(t, values, true)
+	return startClusterOpts(t, clusterOptions{values: func(*cluster) map[string]any { return values }})
 }
 
-func startClusterWith(t testing.TB, values map[string]any, waitReady bool) *cluster {
-	t.Helper()
-	return startClusterFiles(t, nil, func(*cluster) map[string]any { return values }, waitReady)
+// clusterOptions say how startClusterOpts deploys the chart.
+type clusterOptions struct {
+	// valueFiles are the chart's own values files (names in its
+	// directory), before values.
+	valueFiles []string
+	// values returns the values for the started node (nil: none).
+	values func(*cluster) map[string]any
+	// noWait returns before the agent is ready.
+	noWait bool
+	// gates are feature gates the components' minors have off by default.
+	gates gatesOn
 }
 
-// startClusterFiles deploys the chart with its values files valueFiles
-// (names in the chart's directory) and the values values returns for the
-// started node.
-func startClusterFiles(t testing.TB, valueFiles []string, values func(*cluster) map[string]any, waitReady bool) *cluster {
+// startClusterOpts starts a control plane and a node and deploys the chart.
+func startClusterOpts(t testing.TB, o clusterOptions) *cluster {
 	t.Helper()
 	// The node's host lock (harness.Start takes it again) before the
 	// control plane: a test that waits for another package's node waits
@@ -82,19 +88,23 @@ func startClusterFiles(t testing.TB, valueFiles []string, values func(*cluster) 
 	hostlock.HoldT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
+	for _, s := range o.gates.said {
+		t.Logf("feature gate turned on: %s", s)
+	}
 	env := &envtest.Environment{Scheduler: true, ControllerManager: true, Audit: true,
-		APIServerFlags: harness.APIServerFlags(), ServingIPs: harness.APIServerIPs("")}
+		APIServerFlags: append(harness.APIServerFlags(), o.gates.apiServer...), ServingIPs: harness.APIServerIPs("")}
 	cfg := envtest.StartT(t, env)
 	// Tests create tens of pods at once: client-go's default 5 requests per
 	// second would make the test's own client the bottleneck it measures.
 	cfg.QPS, cfg.Burst = 500, 1000
-	c := &cluster{t: t, ctx: ctx, env: env, client: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg), valueFiles: valueFiles}
+	c := &cluster{t: t, ctx: ctx, env: env, client: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg), valueFiles: o.valueFiles}
 	c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
 	n, err := harness.Start(ctx, harness.Options{
-		Kubeconfig:   env.KubeconfigPath(),
-		Images:       []string{testImages.pause, testImages.workload, testImages.agent},
-		SandboxImage: testImages.pauseRef,
-		Log:          testLog{t},
+		Kubeconfig:          env.KubeconfigPath(),
+		Images:              []string{testImages.pause, testImages.workload, testImages.agent},
+		SandboxImage:        testImages.pauseRef,
+		Log:                 testLog{t},
+		KubeletFeatureGates: o.gates.kubelet,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -110,8 +120,12 @@ func startClusterFiles(t testing.TB, valueFiles []string, values func(*cluster) 
 		}
 	})
 	c.httpPort = freePort(t)
-	c.deployChart(c.chartValues(values(c)))
-	if waitReady {
+	var values map[string]any
+	if o.values != nil {
+		values = o.values(c)
+	}
+	c.deployChart(c.chartValues(values))
+	if !o.noWait {
 		c.waitAgentReady()
 	}
 	return c

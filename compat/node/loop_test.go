@@ -52,7 +52,7 @@ func TestLoopDiskEndToEnd(t *testing.T) {
 			detachLoopDisks(t, stateDir)
 		}
 	})
-	c := startClusterFiles(t, []string{"values-loop.yaml"}, func(c *cluster) map[string]any {
+	c := startClusterOpts(t, clusterOptions{valueFiles: []string{"values-loop.yaml"}, values: func(c *cluster) map[string]any {
 		stateDir = filepath.Join(c.node.Dir(), "dranode", "loop")
 		return map[string]any{"drivers": map[string]any{
 			"gpu": map[string]any{"sha256": testImages.pluginSHA256["gpu"]},
@@ -60,7 +60,7 @@ func TestLoopDiskEndToEnd(t *testing.T) {
 				"stateDir": stateDir, "numDevices": 1, "size": "4Mi",
 			}},
 		}}
-	}, true)
+	}})
 
 	// The disk is published, healthy (no taint).
 	var lastSlices string

@@ -14,13 +14,15 @@ import (
 // Binaries are the programs of a node, as scripts/build-node.sh lays them
 // out (its node.env names each).
 type Binaries struct {
-	Dir        string
-	Kubelet    string
-	Containerd string
-	Shim       string // containerd-shim-runc-v2; containerd finds it on PATH
-	Ctr        string
-	Runc       string
-	CNIBinDir  string
+	Dir string
+	// KubernetesVersion is the kubelet's release, e.g. v1.34.4.
+	KubernetesVersion string
+	Kubelet           string
+	Containerd        string
+	Shim              string // containerd-shim-runc-v2; containerd finds it on PATH
+	Ctr               string
+	Runc              string
+	CNIBinDir         string
 }
 
 // ErrBinariesNotFound is wrapped by FindBinaries' errors.
@@ -55,7 +57,7 @@ func ReadBinaries(dir string) (*Binaries, error) {
 			env[k] = v
 		}
 	}
-	b := &Binaries{Dir: dir, Kubelet: env["KUBELET"], Containerd: env["CONTAINERD"], Shim: env["CONTAINERD_SHIM_RUNC_V2"], Ctr: env["CTR"], Runc: env["RUNC"], CNIBinDir: env["CNI_BIN_DIR"]}
+	b := &Binaries{Dir: dir, KubernetesVersion: env["KUBERNETES_VERSION"], Kubelet: env["KUBELET"], Containerd: env["CONTAINERD"], Shim: env["CONTAINERD_SHIM_RUNC_V2"], Ctr: env["CTR"], Runc: env["RUNC"], CNIBinDir: env["CNI_BIN_DIR"]}
 	for name, p := range map[string]string{"KUBELET": b.Kubelet, "CONTAINERD": b.Containerd, "CONTAINERD_SHIM_RUNC_V2": b.Shim, "CTR": b.Ctr, "RUNC": b.Runc} {
 		fi, err := os.Stat(p)
 		if p == "" || err != nil || fi.Mode()&0o111 == 0 {

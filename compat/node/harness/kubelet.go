@@ -40,6 +40,12 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+{{- with .FeatureGates}}
+featureGates:
+{{- range $name, $on := .}}
+  {{$name}}: {{$on}}
+{{- end}}
+{{- end}}
 `))
 
 func (n *Node) writeKubeletConfig() error {
@@ -54,6 +60,7 @@ func (n *Node) writeKubeletConfig() error {
 	return writeTemplate(filepath.Join(n.dir, "kubelet.yaml"), kubeletConfig, map[string]any{
 		"Socket": n.containerdSocket(), "Cgroup": n.cgroupName(), "CgroupV1": v1,
 		"NodeIP": n.nodeIP, "Port": ports[0], "HealthzPort": ports[1], "Dir": n.dir,
+		"FeatureGates": n.opts.KubeletFeatureGates,
 	})
 }
 

@@ -45,6 +45,10 @@ type Options struct {
 	Log io.Writer
 	// ReadyTimeout bounds each wait for a component; default 2 minutes.
 	ReadyTimeout time.Duration
+	// KubeletFeatureGates are the kubelet's featureGates (e.g.
+	// ResourceHealthStatus: true on a kubelet whose minor has it off by
+	// default); nil keeps the kubelet's defaults.
+	KubeletFeatureGates map[string]bool
 }
 
 const defaultSubnet = "10.250.77"
