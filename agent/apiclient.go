@@ -80,7 +80,7 @@ func (c *apiClient) askServerMinor(ctx context.Context, log logr.Logger) {
 			return
 		}
 		c.minor.Store(int64(minor))
-		log.V(1).Info("API server version", "version", v.GitVersion)
+		log.Info("API server version", "version", v.GitVersion)
 	})
 }
 

@@ -120,6 +120,9 @@ func (a *Agent) pluginConfigs() ([]pluginmgr.PluginConfig, error) {
 
 func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 	info := p.Info()
+	if !a.standalone {
+		a.learnServer(ctx)
+	}
 	a.drivers.mu.Lock()
 	defer a.drivers.mu.Unlock()
 	if other, dup := a.drivers.byName[info.DriverName]; dup {

@@ -28,6 +28,19 @@ func (a *Agent) newPublisher(d *driver) (*sliceclient.Publisher, error) {
 	return pub, nil
 }
 
+// learnServer learns the API server's Kubernetes minor (once per agent),
+// against which every inventory is checked before it is written
+// (inventory.ValidateForKubernetes), and where the minor has device taints
+// off by default withdraws unhealthy devices instead, so that the first
+// write never publishes one untainted. Every path that starts a publisher
+// calls it first, without the drivers' lock.
+func (a *Agent) learnServer(ctx context.Context) {
+	a.client.askServerMinor(ctx, a.log)
+	if m := int(a.client.minor.Load()); taintsOffByDefault(m) {
+		a.withdrawUnhealthy(fmt.Sprintf("The API server is Kubernetes 1.%d, whose device taints are alpha and off by default", m))
+	}
+}
+
 // startPublisher starts the driver's publisher and publishes its current
 // inventory; the publisher adopts the slices already stored, so an
 // unchanged inventory writes nothing.
@@ -35,10 +48,7 @@ func (a *Agent) startPublisher(ctx context.Context, d *driver) error {
 	if a.standalone {
 		return nil
 	}
-	a.client.askServerMinor(ctx, a.log)
-	if m := int(a.client.minor.Load()); taintsOffByDefault(m) {
-		a.withdrawUnhealthy(fmt.Sprintf("The API server is Kubernetes 1.%d, whose device taints are alpha and off by default", m))
-	}
+	a.learnServer(ctx)
 	pub, err := a.newPublisher(d)
 	if err != nil {
 		return err

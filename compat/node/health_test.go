@@ -42,8 +42,34 @@ func TestUnhealthyDeviceInPodStatus(t *testing.T) {
 			}}}
 		},
 	})
-	c.applySample(claimTemplateSample)
-	tenant, claim := c.startClaimPod("gpu-tenant")
+	// Where the API server's minor has device taints off by default, the
+	// agent withdraws unhealthy devices from its first write on.
+	withdraws := m.apiServer < 36
+	if got := c.metric("dranode_device_taints_unused"); (got == 1) != withdraws {
+		t.Errorf("dranode_device_taints_unused = %v at start on an API server of 1.%d", got, m.apiServer)
+	}
+
+	// The tenant's claim is named as the pod's entry for it, "gpu": the
+	// 1.34 kubelet puts a device's health into the pod's status only for a
+	// claim whose name is the entry's (it compares the two; 1.35 looks the
+	// claim up), so a claim from a template, whose name is generated, never
+	// shows health there.
+	tenantClaim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: "default"},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: driverName},
+		}}}},
+	}
+	if _, err := c.client.ResourceV1().ResourceClaims("default").Create(c.ctx, tenantClaim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tenant := c.claimPod("gpu-tenant", tenantClaim)
+	c.createPod(tenant)
+	tenant = c.waitRunning(tenant.Namespace, tenant.Name)
+	claim, err := c.client.ResourceV1().ResourceClaims("default").Get(c.ctx, tenantClaim.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	result := claim.Status.Allocation.Devices.Results[0]
 	// Read while the device is still in the slices.
 	next := c.claimOnDevice("default", "next-on-"+result.Device, result)
@@ -80,7 +106,7 @@ func TestUnhealthyDeviceInPodStatus(t *testing.T) {
 
 	// The scheduler's view, in the slices.
 	want := "tainted"
-	if m.apiServer < 36 {
+	if withdraws {
 		want = "withdrawn"
 	}
 	var lastSlices string
@@ -100,6 +126,9 @@ func TestUnhealthyDeviceInPodStatus(t *testing.T) {
 		t.Errorf("dranode_devices_withdrawn = %v with the device %s", w, want)
 	}
 	c.endPods("the tenant's claim unprepared", tenant)
+	if err := c.client.ResourceV1().ResourceClaims("default").Delete(c.ctx, tenantClaim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// A claim that can only have the unhealthy device waits for it.
 	if _, err := c.client.ResourceV1().ResourceClaims(next.Namespace).Create(c.ctx, next, metav1.CreateOptions{}); err != nil {
