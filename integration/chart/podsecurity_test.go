@@ -3,6 +3,7 @@ package chart
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,12 +174,27 @@ func podSecurityWarnings(t *testing.T, level string, ws []string) []string {
 // DaemonSet, decoded strictly.
 func renderDaemonSet(t *testing.T, values string) *appsv1.DaemonSet {
 	t.Helper()
+	out, err := helmTemplate(t, "1.37.2", values, "--show-only", "templates/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict(out, &ds); err != nil {
+		t.Fatalf("the rendered DaemonSet does not decode strictly: %v\n%s", err, out)
+	}
+	return &ds
+}
+
+// helmTemplate renders the chart for a cluster of kubeVersion with its
+// values plus values (YAML; "" for none) and more arguments.
+func helmTemplate(t *testing.T, kubeVersion, values string, more ...string) ([]byte, error) {
+	t.Helper()
 	helm, err := exec.Command("../../scripts/build-helm.sh").Output()
 	if err != nil {
 		t.Fatalf("scripts/build-helm.sh: %v", err)
 	}
 	home := t.TempDir()
-	args := []string{"template", "rel", chartDir, "--namespace", "dranode", "--kube-version", "1.37.2", "--show-only", "templates/daemonset.yaml"}
+	args := []string{"template", "rel", chartDir, "--namespace", "dranode", "--kube-version", kubeVersion}
 	if values != "" {
 		f := filepath.Join(home, "values.yaml")
 		if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
@@ -186,17 +202,13 @@ func renderDaemonSet(t *testing.T, values string) *appsv1.DaemonSet {
 		}
 		args = append(args, "--values", f)
 	}
-	cmd := exec.Command(strings.TrimSpace(string(helm)), args...)
+	cmd := exec.Command(strings.TrimSpace(string(helm)), append(args, more...)...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("helm template: %v\n%s", err, stderr.String())
+		return nil, fmt.Errorf("helm template --kube-version %s: %w\n%s", kubeVersion, err, stderr.String())
 	}
-	var ds appsv1.DaemonSet
-	if err := yaml.UnmarshalStrict(out, &ds); err != nil {
-		t.Fatalf("the rendered DaemonSet does not decode strictly: %v\n%s", err, out)
-	}
-	return &ds
+	return out, nil
 }
