@@ -34,6 +34,11 @@ type driverSet struct {
 	// default (withdrawUnhealthy), so unhealthy devices are left out of the
 	// slices instead of tainted, for the rest of the process's life.
 	withdraw bool
+	// noCounters: the API server takes no shared counters, or has them off
+	// by default (withdrawCounterDevices), so the devices that consume
+	// them are published only as far as they fit together
+	// (inventory.WithoutSharedCounters), for the rest of the process's life.
+	noCounters bool
 }
 
 func newDriverSet() driverSet {
@@ -58,6 +63,9 @@ type driver struct {
 	statelessPrepare bool
 	healthy          *healthFeed
 	taints           healthTaints // what is published: the plugin's inventory with its unhealthy devices tainted
+	// countersWithdrawn: devices left out of the published inventory by
+	// noCounters, for the metric.
+	countersWithdrawn atomic.Int64
 
 	regPath, draPath string
 	regSrv, draSrv   *grpc.Server

@@ -135,13 +135,34 @@ func taintsOffByDefault(minor int) bool { return minor != 0 && minor < 36 }
 // server that drops taints costs one write per change, never a loop (a
 // slice without taints loses nothing the server could drop again).
 func (a *Agent) withdrawUnhealthy(why string) {
+	a.adaptToServer(func(s *driverSet) *bool { return &s.withdraw },
+		why+": unhealthy devices are left out of the ResourceSlices instead of tainted, and put back when healthy")
+}
+
+// withdrawCounterDevices makes every driver publish its devices that
+// consume shared counters only as far as they fit together, without the
+// counters (inventory.WithoutSharedCounters), for the rest of the
+// process's life: the API server takes no shared counters (before 1.35),
+// has them off by default (1.35) or stored a slice without them, and
+// would otherwise publish a whole GPU and its partitions as independent
+// devices. Like withdrawUnhealthy, the first call says so and republishes.
+func (a *Agent) withdrawCounterDevices(why string) {
+	a.adaptToServer(func(s *driverSet) *bool { return &s.noCounters },
+		why+": devices that consume shared counters are published only as far as they fit together, without the counters (a whole GPU, not its partitions)")
+}
+
+// adaptToServer sets the drivers' flag that says what the API server
+// cannot hold, once: the first call logs what and republishes every
+// driver; later ones, and calls while stopping, do nothing.
+func (a *Agent) adaptToServer(flag func(*driverSet) *bool, what string) {
 	a.drivers.mu.Lock()
 	defer a.drivers.mu.Unlock()
-	if a.drivers.withdraw || a.life.stopping.Load() {
+	f := flag(&a.drivers)
+	if *f || a.life.stopping.Load() {
 		return
 	}
-	a.drivers.withdraw = true
-	a.log.Info(why + ": unhealthy devices are left out of the ResourceSlices instead of tainted, and put back when healthy")
+	*f = true
+	a.log.Info(what)
 	for _, d := range a.drivers.byName {
 		a.publishLocked(d)
 	}

@@ -103,10 +103,12 @@ func stateCollector(a *Agent) prometheus.Collector {
 		"Devices of a driver left out of its ResourceSlices because its plugin reports them unhealthy and device taints are not used (dranode_device_taints_unused).", []string{"driver"}, nil)
 	taintsDropped := prometheus.NewDesc("dranode_device_taints_unused",
 		"1 when unhealthy devices are withdrawn from the ResourceSlices instead of tainted: the API server stored a slice without the device taints sent (DRADeviceTaints off), or its Kubernetes minor has them off by default (before 1.36).", nil, nil)
+	countersWithdrawn := prometheus.NewDesc("dranode_counter_devices_withdrawn",
+		"Devices of a driver that consume shared counters left out of its ResourceSlices because the API server takes no shared counters (before 1.35), has them off by default (1.35) or stored a slice without them (DRAPartitionableDevices off): the others are published without the counters.", []string{"driver"}, nil)
 	recorded := prometheus.NewDesc("dranode_claims_recorded", "Claims in the durable record.", nil, nil)
 	uncertain := prometheus.NewDesc("dranode_record_uncertain_claims",
 		"Claims in the durable record whose last state damage to the record hid (uncertain entries), until the kubelet's next call or reconciliation at start settles them.", nil, nil)
-	return collectorFunc{descs: []*prometheus.Desc{restarts, writes, tainted, withdrawn, taintsDropped, recorded, uncertain}, collect: func(ch chan<- prometheus.Metric) {
+	return collectorFunc{descs: []*prometheus.Desc{restarts, writes, tainted, withdrawn, countersWithdrawn, taintsDropped, recorded, uncertain}, collect: func(ch chan<- prometheus.Metric) {
 		if a.plugins != nil {
 			for _, s := range a.plugins.Statuses() {
 				ch <- prometheus.MustNewConstMetric(restarts, prometheus.CounterValue, float64(s.Restarts), s.Plugin)
@@ -115,6 +117,7 @@ func stateCollector(a *Agent) prometheus.Collector {
 		for _, d := range a.sortedDrivers() {
 			ch <- prometheus.MustNewConstMetric(tainted, prometheus.GaugeValue, float64(d.taints.tainted.Load()), d.name)
 			ch <- prometheus.MustNewConstMetric(withdrawn, prometheus.GaugeValue, float64(d.taints.withdrawn.Load()), d.name)
+			ch <- prometheus.MustNewConstMetric(countersWithdrawn, prometheus.GaugeValue, float64(d.countersWithdrawn.Load()), d.name)
 			a.drivers.mu.Lock()
 			pub := d.publisher // nil while another instance holds the record
 			a.drivers.mu.Unlock()

@@ -16,9 +16,13 @@ func (a *Agent) newPublisher(d *driver) (*sliceclient.Publisher, error) {
 		Debounce: a.cfg.Slices.SyncDelay,
 		OnError: func(err error) {
 			a.log.Error(err, "Publishing ResourceSlices", "driver", d.name)
-			if dropped, ok := errors.AsType[*sliceclient.DroppedFieldsError](err); ok && dropped.TaintsDropped() {
-				// OnError must not block; this takes the drivers' lock.
+			dropped, ok := errors.AsType[*sliceclient.DroppedFieldsError](err)
+			// OnError must not block; these take the drivers' lock.
+			if ok && dropped.TaintsDropped() {
 				go a.withdrawUnhealthy("The API server stored a ResourceSlice without its device taints (is the DRADeviceTaints feature gate off?)")
+			}
+			if ok && dropped.CountersDropped() {
+				go a.withdrawCounterDevices("The API server stored a ResourceSlice without its shared counters (is the DRAPartitionableDevices feature gate off?)")
 			}
 		},
 	})
@@ -36,10 +40,20 @@ func (a *Agent) newPublisher(d *driver) (*sliceclient.Publisher, error) {
 // calls it first, without the drivers' lock.
 func (a *Agent) learnServer(ctx context.Context) {
 	a.client.askServerMinor(ctx, a.log)
-	if m := int(a.client.minor.Load()); taintsOffByDefault(m) {
+	m := int(a.client.minor.Load())
+	if taintsOffByDefault(m) {
 		a.withdrawUnhealthy(fmt.Sprintf("The API server is Kubernetes 1.%d, whose device taints are alpha and off by default", m))
 	}
+	if countersOffByDefault(m) {
+		a.withdrawCounterDevices(fmt.Sprintf("The API server is Kubernetes 1.%d, whose partitionable devices (shared counters) are alpha and off by default", m))
+	}
 }
+
+// countersOffByDefault reports whether the API server of Kubernetes
+// 1.<minor> takes no shared counters with its default gates
+// (DRAPartitionableDevices: alpha before 1.36, and 1.34 does not take them
+// in slices of their own at all); 0 is unknown.
+func countersOffByDefault(minor int) bool { return minor != 0 && minor < 36 }
 
 // startPublisher starts the driver's publisher and publishes its current
 // inventory; the publisher adopts the slices already stored, so an
@@ -84,6 +98,11 @@ func (a *Agent) publishLocked(d *driver) {
 		return // handed over: the holder publishes; a reclaim publishes d.taints
 	}
 	inv := d.taints.published(a.drivers.withdraw)
+	if a.drivers.noCounters {
+		var n int
+		inv, n = inventory.WithoutSharedCounters(inv)
+		d.countersWithdrawn.Store(int64(n))
+	}
 	if d.publisher != nil {
 		if err := inventory.ValidateForKubernetes(inv, int(a.client.minor.Load())); err != nil {
 			// Sent, it would be refused on every retry, or stored without

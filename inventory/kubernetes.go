@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // ErrNeedsNewerKubernetes is matched with errors.Is by every
@@ -86,4 +87,93 @@ func ValidateForKubernetes(inv Inventory, minor int) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// WithoutSharedCounters returns inv as an API server without shared
+// counters can hold it safely, and the number of devices left out. Such a
+// server (Kubernetes 1.34, which does not take them in slices of their
+// own; 1.35 with DRAPartitionableDevices off, its default, which stores
+// slices without them) would otherwise publish the devices that consume
+// counters — a whole GPU and its partitions — as independent devices, and
+// the scheduler could allocate overlapping ones to different claims.
+// So in each pool the counter sets go, and of the devices that consume
+// them, those that fit together within the sets' counters are kept
+// (without their consumption), in the pool's order, and the others are
+// left out: a whole GPU listed before its partitions is kept and its
+// partitions go. A device that consumes from a set the pool does not have
+// is left out. Devices that consume nothing are kept as they are.
+//
+// inv is not modified. The result shares with inv the pools it did not
+// change; treat both as read-only, or DeepCopy.
+func WithoutSharedCounters(inv Inventory) (Inventory, int) {
+	withdrawn := 0
+	out := inv
+	copied := false
+	for i, p := range inv.Pools {
+		consumes := slices.ContainsFunc(p.Devices, func(d resourceapi.Device) bool { return len(d.ConsumesCounters) > 0 })
+		if len(p.SharedCounters) == 0 && !consumes {
+			continue
+		}
+		left := map[string]map[string]resource.Quantity{} // by set, by counter
+		for _, set := range p.SharedCounters {
+			left[set.Name] = map[string]resource.Quantity{}
+			for name, c := range set.Counters {
+				left[set.Name][name] = c.Value.DeepCopy()
+			}
+		}
+		kept := make([]resourceapi.Device, 0, len(p.Devices))
+		for _, d := range p.Devices {
+			if len(d.ConsumesCounters) == 0 {
+				kept = append(kept, d)
+				continue
+			}
+			if !fitsCounters(left, d.ConsumesCounters) {
+				withdrawn++
+				continue
+			}
+			for _, cc := range d.ConsumesCounters {
+				for name, c := range cc.Counters {
+					q := left[cc.CounterSet][name]
+					q.Sub(c.Value)
+					left[cc.CounterSet][name] = q
+				}
+			}
+			d.ConsumesCounters = nil
+			kept = append(kept, d)
+		}
+		if !copied {
+			out.Pools = slices.Clone(inv.Pools)
+			copied = true
+		}
+		out.Pools[i].SharedCounters = nil
+		out.Pools[i].Devices = kept
+	}
+	return out, withdrawn
+}
+
+// fitsCounters reports whether what consume takes is within what is left.
+func fitsCounters(left map[string]map[string]resource.Quantity, consume []resourceapi.DeviceCounterConsumption) bool {
+	need := map[string]map[string]resource.Quantity{}
+	for _, cc := range consume {
+		if _, ok := left[cc.CounterSet]; !ok {
+			return false
+		}
+		if need[cc.CounterSet] == nil {
+			need[cc.CounterSet] = map[string]resource.Quantity{}
+		}
+		for name, c := range cc.Counters {
+			q := need[cc.CounterSet][name]
+			q.Add(c.Value)
+			need[cc.CounterSet][name] = q
+		}
+	}
+	for set, counters := range need {
+		for name, q := range counters {
+			have, ok := left[set][name]
+			if !ok || have.Cmp(q) < 0 {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -64,6 +65,60 @@ func TestValidateForKubernetes(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWithoutSharedCounters(t *testing.T) {
+	mem := func(q string) map[string]resourceapi.Counter {
+		return map[string]resourceapi.Counter{"memory": {Value: resource.MustParse(q)}}
+	}
+	consumes := func(set, q string) []resourceapi.DeviceCounterConsumption {
+		return []resourceapi.DeviceCounterConsumption{{CounterSet: set, Counters: mem(q)}}
+	}
+	pool := func(devices ...resourceapi.Device) inventory.Pool {
+		return inventory.Pool{Name: "node-a", SharedCounters: []resourceapi.CounterSet{{Name: "gpu-0", Counters: mem("40Gi")}}, Devices: devices}
+	}
+	plain := resourceapi.Device{Name: "plain"}
+	whole := resourceapi.Device{Name: "gpu-0", ConsumesCounters: consumes("gpu-0", "40Gi")}
+	part0 := resourceapi.Device{Name: "gpu-0-part-0", ConsumesCounters: consumes("gpu-0", "20Gi")}
+	part1 := resourceapi.Device{Name: "gpu-0-part-1", ConsumesCounters: consumes("gpu-0", "20Gi")}
+	stray := resourceapi.Device{Name: "stray", ConsumesCounters: consumes("no-such-set", "1")}
+	for _, tc := range []struct {
+		name      string
+		in        inventory.Pool
+		kept      []string
+		withdrawn int
+	}{
+		{"the whole GPU first: its partitions go", pool(plain, whole, part0, part1), []string{"plain", "gpu-0"}, 2},
+		{"partitions first: both fit, the whole GPU goes", pool(part0, part1, whole), []string{"gpu-0-part-0", "gpu-0-part-1"}, 1},
+		{"one partition, then the whole GPU: the partition stays", pool(part1, whole), []string{"gpu-0-part-1"}, 1},
+		{"a set the pool does not have", pool(stray, plain), []string{"plain"}, 1},
+		{"no counters at all", inventory.Pool{Name: "node-a", Devices: []resourceapi.Device{plain}}, []string{"plain"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := inventory.Inventory{Pools: []inventory.Pool{tc.in}}
+			before := in.DeepCopy()
+			out, n := inventory.WithoutSharedCounters(in)
+			if !reflect.DeepEqual(in, before) {
+				t.Errorf("the input changed")
+			}
+			var kept []string
+			for _, d := range out.Pools[0].Devices {
+				kept = append(kept, d.Name)
+				if len(d.ConsumesCounters) != 0 {
+					t.Errorf("%s kept with its consumption %v", d.Name, d.ConsumesCounters)
+				}
+			}
+			if !slices.Equal(kept, tc.kept) || n != tc.withdrawn {
+				t.Errorf("kept %q, %d left out; want %q, %d", kept, n, tc.kept, tc.withdrawn)
+			}
+			if len(out.Pools[0].SharedCounters) != 0 {
+				t.Errorf("counter sets kept: %v", out.Pools[0].SharedCounters)
+			}
+			if err := inventory.ValidateForKubernetes(out, 34); err != nil {
+				t.Errorf("a 1.34 API server would not take the result: %v", err)
 			}
 		})
 	}

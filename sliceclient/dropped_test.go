@@ -30,3 +30,33 @@ func TestDroppedFieldsErrorTaintsDropped(t *testing.T) {
 		})
 	}
 }
+
+func TestDroppedFieldsErrorCountersDropped(t *testing.T) {
+	consumes := []resourceapi.DeviceCounterConsumption{{CounterSet: "gpu-0"}}
+	counters := []resourceapi.CounterSet{{Name: "gpu-0"}}
+	devices := func(devices ...resourceapi.Device) *resourceapi.ResourceSlice {
+		return &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Devices: devices}}
+	}
+	sets := func(sets []resourceapi.CounterSet) *resourceapi.ResourceSlice {
+		return &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{SharedCounters: sets}}
+	}
+	for _, tc := range []struct {
+		name        string
+		sent, saved *resourceapi.ResourceSlice
+		want        bool
+	}{
+		{"consumption kept", devices(resourceapi.Device{Name: "a", ConsumesCounters: consumes}), devices(resourceapi.Device{Name: "a", ConsumesCounters: consumes}), false},
+		{"consumption dropped", devices(resourceapi.Device{Name: "a"}, resourceapi.Device{Name: "b", ConsumesCounters: consumes}), devices(resourceapi.Device{Name: "a"}, resourceapi.Device{Name: "b"}), true},
+		{"counter sets kept", sets(counters), sets(counters), false},
+		{"counter sets dropped", sets(counters), sets(nil), true},
+		{"another field dropped", devices(resourceapi.Device{Name: "a", AllowMultipleAllocations: new(true)}), devices(resourceapi.Device{Name: "a"}), false},
+		{"no objects", nil, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &DroppedFieldsError{SliceName: "s", Sent: tc.sent, Saved: tc.saved}
+			if got := e.CountersDropped(); got != tc.want {
+				t.Errorf("CountersDropped() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

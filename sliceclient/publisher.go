@@ -99,6 +99,30 @@ func (e *DroppedFieldsError) TaintsDropped() bool {
 	return false
 }
 
+// CountersDropped reports whether the server stored the slice without the
+// shared counters sent, or a device without the counters it consumes: it
+// takes no partitionable devices (DRAPartitionableDevices off, the default
+// of Kubernetes 1.34 and 1.35), so the devices sharing a counter set look
+// independent to the scheduler (inventory.WithoutSharedCounters).
+func (e *DroppedFieldsError) CountersDropped() bool {
+	if e.Sent == nil || e.Saved == nil {
+		return false
+	}
+	if len(e.Sent.Spec.SharedCounters) > 0 && len(e.Saved.Spec.SharedCounters) == 0 {
+		return true
+	}
+	saved := make(map[string]int, len(e.Saved.Spec.Devices))
+	for _, d := range e.Saved.Spec.Devices {
+		saved[d.Name] = len(d.ConsumesCounters)
+	}
+	for _, d := range e.Sent.Spec.Devices {
+		if n, ok := saved[d.Name]; ok && len(d.ConsumesCounters) > 0 && n == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Publisher keeps one node's ResourceSlices of one driver equal to the
 // driver's inventory. Create it with New, give it the inventory with
 // Update (before or after Start), and Stop it when done. Until the first

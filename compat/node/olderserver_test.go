@@ -2,33 +2,24 @@ package node_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Issue 40: the gpu example's partitioned GPU (shared counters) on an API
-// server that does not take partitionable devices as the agent sends
-// them, with its default gates:
-//
-//   - 1.34 refuses shared counters in slices of their own: the agent does
-//     not send the inventory, and its log names the field and both
-//     versions; no slice of the driver is written (the driver's other
-//     devices wait with it: a partial inventory would delete devices the
-//     scheduler may already have allocated);
-//   - 1.35 stores the slices without the counters (DRAPartitionableDevices
-//     is alpha and off): the agent reports the dropped fields once and
-//     writes nothing more. The scheduler then sees the whole GPU and its
-//     partitions as independent devices and may give both to two claims;
-//     the agent refuses the second prepare on the node (the devices share
-//     the GPU's counters in the plugin's inventory), the pod's events name
-//     the device and the claim holding it, and the pod starts once that
-//     claim is unprepared.
-//
-// 1.36 and later have partitionable devices on by default:
+// Issue 40: the gpu example's partitioned GPU (a counter set, the whole
+// GPU and two partitions consuming it) on an API server that takes no
+// partitionable devices with its default gates: 1.34 does not take shared
+// counters in slices of their own, 1.35 has DRAPartitionableDevices off
+// and would store the slices without them — the whole GPU and its
+// partitions three independent devices to the scheduler. The agent knows
+// it from the server's version before its first write, says so, and
+// publishes the whole GPU alone, without counters
+// (dranode_counter_devices_withdrawn counts the two partitions); a claim
+// on it runs. 1.36 and later take partitionable devices by default:
 // TestSamplePodSeesItsDevices runs them there.
 func TestPartitionsOnAnOlderServer(t *testing.T) {
 	m := testMinors(t)
@@ -39,50 +30,45 @@ func TestPartitionsOnAnOlderServer(t *testing.T) {
 		"sha256": testImages.pluginSHA256["gpu"],
 		"config": map[string]any{"numDevices": 1, "partitionedGPUs": 1},
 	}}})
-	if m.apiServer < 35 {
-		line := c.waitAgentLogLine("the inventory refused for the API server's version", "Inventory not published", "sharedCounters", "1.35", "1.34")
-		t.Logf("agent: %s", line)
-		list, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
-		if err != nil || len(list.Items) != 0 {
-			t.Fatalf("slices of %s on a 1.34 API server: %d (%v), want none: the inventory was refused", driverName, len(list.Items), err)
-		}
-		return
-	}
-
-	line := c.waitAgentLogLine("the dropped fields reported", "stored it without some fields")
+	line := c.waitAgentLogLine("the partitions withdrawn for the API server's version",
+		fmt.Sprintf("Kubernetes 1.%d, whose partitionable devices", m.apiServer), "a whole GPU, not its partitions")
 	t.Logf("agent: %s", line)
-	whole, err := c.deviceInSlices(resourcev1.DeviceRequestAllocationResult{Driver: driverName, Pool: c.node.Name(), Device: partitionedGPU})
-	if err != nil || whole == nil {
-		t.Fatalf("%s not in the slices (%v)", partitionedGPU, err)
-	}
-	if len(whole.ConsumesCounters) != 0 {
-		t.Fatalf("the 1.%d API server stored %s with its counters %+v: it takes partitionable devices, update this test", m.apiServer, partitionedGPU, whole.ConsumesCounters)
-	}
-	if got := strings.Count(c.agentLogNow(), "stored it without some fields"); got != 2 {
-		// One per slice: the devices' and the counters' (stored empty).
-		t.Errorf("the dropped fields reported %d times, want once per slice (2)", got)
-	}
-
-	first := c.claimOnDevice("default", "whole-gpu", resourcev1.DeviceRequestAllocationResult{Driver: driverName, Pool: c.node.Name(), Device: partitionedGPU})
-	second := c.claimOnDevice("default", "partition-0", resourcev1.DeviceRequestAllocationResult{Driver: driverName, Pool: c.node.Name(), Device: partitionedGPU + "-part-0"})
-	for _, claim := range []*resourcev1.ResourceClaim{first, second} {
-		if _, err := c.client.ResourceV1().ResourceClaims(claim.Namespace).Create(c.ctx, claim, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+	var last string
+	eventually(c, "the whole GPU published alone, without counters", func() (struct{}, bool) {
+		list, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
+		if err != nil {
+			last = err.Error()
+			return struct{}{}, false
 		}
+		var devices []string
+		counters := 0
+		for _, s := range list.Items {
+			counters += len(s.Spec.SharedCounters)
+			for _, d := range s.Spec.Devices {
+				devices = append(devices, d.Name)
+				counters += len(d.ConsumesCounters)
+			}
+		}
+		slices.Sort(devices)
+		last = fmt.Sprintf("devices %q, %d counter sets and consumptions", devices, counters)
+		return struct{}{}, counters == 0 && slices.Equal(devices, []string{"gpu-0", partitionedGPU})
+	}, func() string { return last })
+	if got := c.metric(fmt.Sprintf("dranode_counter_devices_withdrawn{driver=%q}", driverName)); got != 2 {
+		t.Errorf("dranode_counter_devices_withdrawn = %v, want the 2 partitions", got)
 	}
-	holder := c.claimPod("gpu-whole", first)
-	c.createPod(holder)
-	holder = c.waitRunning(holder.Namespace, holder.Name)
-	next := c.claimPod("gpu-partition", second)
-	c.createPod(next)
-	event := c.waitRefusal(next, partitionedGPU, first.Name)
-	t.Logf("pod %s refused: %s", next.Name, event)
-	c.deletePod(holder.Namespace, holder.Name)
-	c.waitPodGone(holder.Namespace, holder.Name)
-	c.waitRunning(next.Namespace, next.Name)
-	if got := c.metric(fmt.Sprintf("dranode_prepare_refused_total{driver=%q,reason=\"device_in_use\"}", driverName)); got < 1 {
-		t.Errorf("dranode_prepare_refused_total: %v, want the refusals the pod's events showed", got)
+	claim := c.claimOnDevice("default", "whole-gpu", resourcev1.DeviceRequestAllocationResult{Driver: driverName, Pool: c.node.Name(), Device: partitionedGPU})
+	if _, err := c.client.ResourceV1().ResourceClaims(claim.Namespace).Create(c.ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
+	p := c.claimPod("gpu-whole", claim)
+	c.createPod(p)
+	p = c.waitRunning(p.Namespace, p.Name)
+	got, err := c.client.ResourceV1().ResourceClaims(claim.Namespace).Get(c.ctx, claim.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, spec := c.specFor(got)
+	checkContainerSawSpec(t, c.report(p.Namespace, p.Name), spec)
 }
 
 // waitAgentLogLine waits for a line of the agent's log that holds every
@@ -114,26 +100,4 @@ func (c *cluster) agentLogNow() string {
 	}
 	log, _ := c.agentLog(p, false)
 	return log
-}
-
-// waitRefusal waits for a warning event of pod p naming device and the
-// claim holding it (the agent's refusal, as the kubelet reports it), and
-// returns the event's reason and message.
-func (c *cluster) waitRefusal(p *corev1.Pod, device, holder string) string {
-	c.t.Helper()
-	var events []string
-	return eventually(c, "pod "+p.Name+" refused while "+holder+" holds "+device, func() (string, bool) {
-		list, err := c.client.CoreV1().Events(p.Namespace).List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
-		if err != nil {
-			return "", false
-		}
-		events = events[:0]
-		for _, e := range list.Items {
-			events = append(events, e.Reason+": "+e.Message)
-			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, device) && strings.Contains(e.Message, holder) {
-				return e.Reason + ": " + e.Message, true
-			}
-		}
-		return "", false
-	}, func() string { return fmt.Sprintf("events %q", events) })
 }

@@ -112,9 +112,9 @@
 // partitioned-gpu-N-part-M (M < partitions, consuming an equal part
 // each), so that the scheduler hands out the whole GPU or partitions of
 // it, never both at once (KEP-4815; beta and on by default in Kubernetes
-// 1.36 and 1.37; alpha and off in 1.34 and 1.35, whose API servers drop
-// the counters: leave partitionedGPUs at 0 there, or the whole GPU and
-// its partitions become independent devices). Variables
+// 1.36 and 1.37; alpha and off in 1.34 and 1.35, where the agent
+// publishes the whole GPU alone, without counters: COMPATIBILITY.md).
+// Variables
 // GPU_DEVICE_<DRIVER>_PARTITIONED_<N>[_PART_<M>], nodes
 // partitioned-gpuN[-partM]. Health markers cover gpu-N only.
 //
