@@ -110,13 +110,19 @@ func startClusterOpts(t testing.TB, o clusterOptions) *cluster {
 		t.Fatal(err)
 	}
 	c.node = n
+	// Two cleanups, run in reverse: the diagnostics first, then the node's
+	// Stop, which must run whatever the diagnostics do (a Fatal in a
+	// cleanup ends that cleanup; a node left running holds the host's
+	// paths and fails the next test's Start).
+	t.Cleanup(func() {
+		if err := n.Stop(); err != nil {
+			t.Errorf("stopping the node: %v", err)
+		}
+	})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("kubelet log tail:\n%s", n.LogTail("kubelet", 40))
 			c.dumpAgentLog()
-		}
-		if err := n.Stop(); err != nil {
-			t.Errorf("stopping the node: %v", err)
 		}
 	})
 	c.httpPort = freePort(t)
@@ -594,14 +600,18 @@ func (c *cluster) agentLog(p *corev1.Pod, previous bool) (string, error) {
 	return string(raw), err
 }
 
+// dumpAgentLog logs the tail of the agent's log. It runs in a cleanup,
+// after the test's own context may have ended: it has a context of its own
+// and reports what it cannot read instead of failing.
 func (c *cluster) dumpAgentLog() {
-	p := c.agentPod()
-	if p == nil {
-		c.t.Log("no agent pod")
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	pods, err := c.client.CoreV1().Pods(agentNS).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + c.node.Name()})
+	if err != nil || len(pods.Items) == 0 {
+		c.t.Logf("no agent pod to show the log of (%v)", err)
+		return
+	}
+	p := pods.Items[0]
 	raw, err := c.client.CoreV1().Pods(agentNS).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	c.t.Logf("agent pod %s log (%v):\n%s", p.Name, err, tailLines(string(raw), 60))
 }

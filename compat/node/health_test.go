@@ -49,26 +49,35 @@ func TestUnhealthyDeviceInPodStatus(t *testing.T) {
 		t.Errorf("dranode_device_taints_unused = %v at start on an API server of 1.%d", got, m.apiServer)
 	}
 
-	// The tenant's claim is named as the pod's entry for it, "gpu": the
-	// 1.34 kubelet puts a device's health into the pod's status only for a
-	// claim whose name is the entry's (it compares the two; 1.35 looks the
-	// claim up), so a claim from a template, whose name is generated, never
-	// shows health there.
-	tenantClaim := &resourcev1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: "default"},
-		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-			Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: driverName},
-		}}}},
-	}
-	if _, err := c.client.ResourceV1().ResourceClaims("default").Create(c.ctx, tenantClaim, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tenant := c.claimPod("gpu-tenant", tenantClaim)
-	c.createPod(tenant)
-	tenant = c.waitRunning(tenant.Namespace, tenant.Name)
-	claim, err := c.client.ResourceV1().ResourceClaims("default").Get(c.ctx, tenantClaim.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// Which claims' health a kubelet puts into the pod's status differs:
+	// the 1.34 kubelet compares the pod's entry name with the claim's
+	// name, so only a claim named as its entry (not from a template); the
+	// 1.35 kubelet looks the claim up in the pod's status, which names
+	// only claims from templates; 1.36 and later find either. The tenant's
+	// claim is the kind its kubelet reports on.
+	var tenant *corev1.Pod
+	var claim *resourcev1.ResourceClaim
+	if m.kubelet < 35 {
+		named := &resourcev1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: "default"},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+				Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: driverName},
+			}}}},
+		}
+		if _, err := c.client.ResourceV1().ResourceClaims("default").Create(c.ctx, named, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tenant = c.claimPod("gpu-tenant", named)
+		c.createPod(tenant)
+		tenant = c.waitRunning(tenant.Namespace, tenant.Name)
+		var err error
+		if claim, err = c.client.ResourceV1().ResourceClaims("default").Get(c.ctx, named.Name, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.client.ResourceV1().ResourceClaims("default").Delete(c.ctx, named.Name, metav1.DeleteOptions{}) })
+	} else {
+		c.applySample(claimTemplateSample)
+		tenant, claim = c.startClaimPod("gpu-tenant")
 	}
 	result := claim.Status.Allocation.Devices.Results[0]
 	// Read while the device is still in the slices.
@@ -126,9 +135,6 @@ func TestUnhealthyDeviceInPodStatus(t *testing.T) {
 		t.Errorf("dranode_devices_withdrawn = %v with the device %s", w, want)
 	}
 	c.endPods("the tenant's claim unprepared", tenant)
-	if err := c.client.ResourceV1().ResourceClaims("default").Delete(c.ctx, tenantClaim.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
 
 	// A claim that can only have the unhealthy device waits for it.
 	if _, err := c.client.ResourceV1().ResourceClaims(next.Namespace).Create(c.ctx, next, metav1.CreateOptions{}); err != nil {
