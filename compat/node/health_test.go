@@ -74,7 +74,9 @@ func TestUnhealthyDeviceInPodStatus(t *testing.T) {
 		if claim, err = c.client.ResourceV1().ResourceClaims("default").Get(c.ctx, named.Name, metav1.GetOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = c.client.ResourceV1().ResourceClaims("default").Delete(c.ctx, named.Name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = c.client.ResourceV1().ResourceClaims("default").Delete(c.ctx, named.Name, metav1.DeleteOptions{})
+		})
 	} else {
 		c.applySample(claimTemplateSample)
 		tenant, claim = c.startClaimPod("gpu-tenant")
