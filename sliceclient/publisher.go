@@ -84,19 +84,7 @@ func (e *DroppedFieldsError) Error() string {
 // (DRADeviceTaints off, the default of Kubernetes 1.34 and 1.35), so a
 // taint does not keep the scheduler from allocating the device.
 func (e *DroppedFieldsError) TaintsDropped() bool {
-	if e.Sent == nil || e.Saved == nil {
-		return false
-	}
-	saved := make(map[string]int, len(e.Saved.Spec.Devices))
-	for _, d := range e.Saved.Spec.Devices {
-		saved[d.Name] = len(d.Taints)
-	}
-	for _, d := range e.Sent.Spec.Devices {
-		if n, ok := saved[d.Name]; ok && len(d.Taints) > 0 && n == 0 {
-			return true
-		}
-	}
-	return false
+	return e.deviceFieldDropped(func(d *resourceapi.Device) int { return len(d.Taints) })
 }
 
 // CountersDropped reports whether the server stored the slice without the
@@ -105,18 +93,25 @@ func (e *DroppedFieldsError) TaintsDropped() bool {
 // of Kubernetes 1.34 and 1.35), so the devices sharing a counter set look
 // independent to the scheduler (inventory.WithoutSharedCounters).
 func (e *DroppedFieldsError) CountersDropped() bool {
+	if e.Sent != nil && e.Saved != nil && len(e.Sent.Spec.SharedCounters) > 0 && len(e.Saved.Spec.SharedCounters) == 0 {
+		return true
+	}
+	return e.deviceFieldDropped(func(d *resourceapi.Device) int { return len(d.ConsumesCounters) })
+}
+
+// deviceFieldDropped reports whether a device sent with a field (a non-zero
+// count of it) was stored without any.
+func (e *DroppedFieldsError) deviceFieldDropped(count func(*resourceapi.Device) int) bool {
 	if e.Sent == nil || e.Saved == nil {
 		return false
 	}
-	if len(e.Sent.Spec.SharedCounters) > 0 && len(e.Saved.Spec.SharedCounters) == 0 {
-		return true
-	}
 	saved := make(map[string]int, len(e.Saved.Spec.Devices))
-	for _, d := range e.Saved.Spec.Devices {
-		saved[d.Name] = len(d.ConsumesCounters)
+	for i := range e.Saved.Spec.Devices {
+		saved[e.Saved.Spec.Devices[i].Name] = count(&e.Saved.Spec.Devices[i])
 	}
-	for _, d := range e.Sent.Spec.Devices {
-		if n, ok := saved[d.Name]; ok && len(d.ConsumesCounters) > 0 && n == 0 {
+	for i := range e.Sent.Spec.Devices {
+		d := &e.Sent.Spec.Devices[i]
+		if n, ok := saved[d.Name]; ok && count(d) > 0 && n == 0 {
 			return true
 		}
 	}
