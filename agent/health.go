@@ -135,7 +135,7 @@ func taintsOffByDefault(minor int) bool { return minor != 0 && minor < 36 }
 // server that drops taints costs one write per change, never a loop (a
 // slice without taints loses nothing the server could drop again).
 func (a *Agent) withdrawUnhealthy(why string) {
-	a.adaptToServer(func(s *driverSet) *bool { return &s.withdraw },
+	a.adaptToServer(&a.drivers.withdraw,
 		why+": unhealthy devices are left out of the ResourceSlices instead of tainted, and put back when healthy")
 }
 
@@ -147,21 +147,21 @@ func (a *Agent) withdrawUnhealthy(why string) {
 // would otherwise publish a whole GPU and its partitions as independent
 // devices. Like withdrawUnhealthy, the first call says so and republishes.
 func (a *Agent) withdrawCounterDevices(why string) {
-	a.adaptToServer(func(s *driverSet) *bool { return &s.noCounters },
+	a.adaptToServer(&a.drivers.noCounters,
 		why+": devices that consume shared counters are published only as far as they fit together, without the counters (a whole GPU, not its partitions)")
 }
 
-// adaptToServer sets the drivers' flag that says what the API server
-// cannot hold, once: the first call logs what and republishes every
-// driver; later ones, and calls while stopping, do nothing.
-func (a *Agent) adaptToServer(flag func(*driverSet) *bool, what string) {
+// adaptToServer sets flag, one of the drivers' flags that say what the
+// API server cannot hold, once, under the drivers' lock: the first call
+// logs what and republishes every driver; later ones, and calls while
+// stopping, do nothing.
+func (a *Agent) adaptToServer(flag *bool, what string) {
 	a.drivers.mu.Lock()
 	defer a.drivers.mu.Unlock()
-	f := flag(&a.drivers)
-	if *f || a.life.stopping.Load() {
+	if *flag || a.life.stopping.Load() {
 		return
 	}
-	*f = true
+	*flag = true
 	a.log.Info(what)
 	for _, d := range a.drivers.byName {
 		a.publishLocked(d)

@@ -108,22 +108,35 @@ func (c *cluster) claimPod(name string, claim *resourcev1.ResourceClaim) *corev1
 // selector cannot name a device).
 func (c *cluster) deviceSelector(r resourcev1.DeviceRequestAllocationResult) string {
 	c.t.Helper()
-	slices, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + r.Driver})
+	d, err := c.deviceInSlices(r)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	for _, s := range slices.Items {
+	if d != nil && d.Attributes["uuid"].StringValue != nil {
+		return fmt.Sprintf("device.attributes[%q].uuid == %q", r.Driver, *d.Attributes["uuid"].StringValue)
+	}
+	c.t.Fatalf("no device %s/%s of %s with a uuid in the ResourceSlices", r.Pool, r.Device, r.Driver)
+	return ""
+}
+
+// deviceInSlices is the device r as the node's ResourceSlices publish it,
+// nil when none does.
+func (c *cluster) deviceInSlices(r resourcev1.DeviceRequestAllocationResult) (*resourcev1.Device, error) {
+	list, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + r.Driver})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range list.Items {
 		if s.Spec.Pool.Name != r.Pool {
 			continue
 		}
 		for _, d := range s.Spec.Devices {
-			if uuid := d.Attributes["uuid"].StringValue; d.Name == r.Device && uuid != nil {
-				return fmt.Sprintf("device.attributes[%q].uuid == %q", r.Driver, *uuid)
+			if d.Name == r.Device {
+				return &d, nil
 			}
 		}
 	}
-	c.t.Fatalf("no device %s/%s of %s with a uuid in the ResourceSlices", r.Pool, r.Device, r.Driver)
-	return ""
+	return nil, nil
 }
 
 // waitDefaultServiceAccount waits for the service-account controller to

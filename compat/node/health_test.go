@@ -200,23 +200,3 @@ func statusOf(claim *resourcev1.ResourceClaim) []resourcev1.AllocatedDeviceStatu
 	}
 	return claim.Status.Devices
 }
-
-// deviceInSlices is the device r as the node's ResourceSlices publish it,
-// nil when none does.
-func (c *cluster) deviceInSlices(r resourcev1.DeviceRequestAllocationResult) (*resourcev1.Device, error) {
-	list, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + r.Driver})
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range list.Items {
-		if s.Spec.Pool.Name != r.Pool {
-			continue
-		}
-		for _, d := range s.Spec.Devices {
-			if d.Name == r.Device {
-				return &d, nil
-			}
-		}
-	}
-	return nil, nil
-}
