@@ -14,18 +14,22 @@
 # three keep them busy. Each parallel step's output goes to a log and is printed whole when
 # the step ends, so that two steps' lines never interleave.
 #
-# The steps run with TMPDIR set to a directory of the check's own,
-# /tmp/dc.XXXXXX, and the check fails, naming them, on whatever they leave
-# in it; the directory is removed at the end (never into a mount a killed
-# test left). Only the steps' own files are judged: other programs on the
-# machine write to /tmp meanwhile (a fresh clone's check that passed every
-# step once failed on an unrelated program's files), and what a step
-# changes on the host outside TMPDIR is judged by the tests that hold the
-# host lock (tools/envtest/hostlock). One directory for all the steps, in
-# /tmp whatever the caller's TMPDIR, with a short name: compat/e2e's agent
-# sockets with a pod UID as instance ID are 86 bytes plus TMPDIR's length
-# (100 here), and sun_path holds 107. compat/node's nodes live in /tmp
-# itself (compat/node/harness, nodeDirRoot), with one byte to spare.
+# Each step runs with TMPDIR set to a directory of its own,
+# /tmp/dc.XXXXXX, and the check fails, naming the step and the files, on
+# whatever a step leaves in it; the directory is removed when the step
+# ends (never into a mount a killed test left). One directory per step, so
+# that a leftover names its step (with one for all, a CI run that failed
+# on one file could only say that some step left it, and the list itself
+# scrolled out of the tail CI shows: it is repeated last). Only the steps'
+# own files are judged: other programs on the machine write to /tmp
+# meanwhile (a fresh clone's check that passed every step once failed on
+# an unrelated program's files), and what a step changes on the host
+# outside TMPDIR is judged by the tests that hold the host lock
+# (tools/envtest/hostlock). In /tmp whatever the caller's TMPDIR, with a
+# short name: compat/e2e's agent sockets with a pod UID as instance ID are
+# 86 bytes plus TMPDIR's length (100 here), and sun_path holds 107.
+# compat/node's nodes live in /tmp itself (compat/node/harness,
+# nodeDirRoot), with one byte to spare.
 #
 # A failed step stops new steps from starting; the ones running finish (a
 # killed test could leave the host changed), then the script fails naming
@@ -51,22 +55,43 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do serial+=("$1"); shift; done
 [ $# -gt 0 ] && shift
 parallel=("$@")
 
-tmp_root=$(mktemp -d /tmp/dc.XXXXXX) || exit 2
-# Mode 1777, as /tmp's: mktemp makes it 0700, and a test that runs a
-# binary as another user (agent/cmd/dranode-agent's config validate as
-# nobody) could not reach what it put there ("fork/exec: permission denied").
-chmod 1777 "$tmp_root" || exit 2
-export TMPDIR=$tmp_root
-remove_tmp() {
-	rm -rf --one-file-system "$tmp_root" 2>/dev/null ||
-		echo "==> could not remove all of $tmp_root (a mount a killed test left?); remove it by hand" >&2
+declare -A tmp_of
+# step_tmp STEP: makes STEP's TMPDIR, mode 1777 as /tmp's: mktemp makes it
+# 0700, and a test that runs a binary as another user (agent/cmd/
+# dranode-agent's config validate as nobody) could not reach what it put
+# there ("fork/exec: permission denied").
+step_tmp() {
+	local dir
+	dir=$(mktemp -d /tmp/dc.XXXXXX) && chmod 1777 "$dir" || exit 2
+	tmp_of[$1]=$dir
 }
-trap remove_tmp EXIT
+# judge_tmp STEP: after STEP ended, records what it left in its TMPDIR
+# and removes the directory.
+judge_tmp() {
+	local dir=${tmp_of[$1]} left
+	left=$(find "$dir" -mindepth 1 -maxdepth 2 -printf '%P\n' | sort)
+	if [ -n "$left" ]; then
+		leaked+=("$1")
+		{
+			echo "==> $1 left these in its TMPDIR $dir (a test must remove what it makes; run the step's tests with TMPDIR set to an empty directory to find which):"
+			echo "$left" | head -n 40 | sed 's/^/    /'
+		} >>"$logs/tmp-leftovers"
+	fi
+	remove_tmp "$dir"
+	unset "tmp_of[$1]"
+}
+remove_tmp() {
+	rm -rf --one-file-system "$1" 2>/dev/null ||
+		echo "==> could not remove all of $1 (a mount a killed test left?); remove it by hand" >&2
+}
+trap 'for dir in "${tmp_of[@]}"; do remove_tmp "$dir"; done' EXIT
 
 mkdir -p "$(dirname "$times")" "$logs"
 : >"$times"
+: >"$logs/tmp-leftovers"
 begin=$(date +%s)
 failed=()
+leaked=()
 
 # cpu_seconds FILE: the children's user+sys seconds from the output of
 # bash's times (its second line, "XmY.YYYs XmY.YYYs"), rounded.
@@ -81,21 +106,24 @@ cpu_seconds() {
 report() {
 	echo "==> check took $(($(date +%s) - begin))s (CHECK_JOBS=$jobs); by step, slowest first (wall; CPU: user+sys of every process the step waited for; when it started, seconds into the check):"
 	sort -k2 -n -r "$times" | awk '{ printf "    %5ds  %5s  +%-5s  %s\n", $2, ($3 == "" ? "" : $3 "s"), $4, $1 }'
-	if [ ${#failed[@]} -gt 0 ]; then
+	if [ ${#failed[@]} -gt 0 ] || [ ${#leaked[@]} -gt 0 ]; then
 		# Repeated last: other steps' logs may have followed the failure.
 		for step in "${failed[@]}"; do
 			[ -f "$logs/${step//\//_}.log" ] || continue
 			echo "==> the end of $step's log ($logs/${step//\//_}.log):"
 			tail -n 60 "$logs/${step//\//_}.log"
 		done
-		echo "==> check FAILED in: ${failed[*]}"
+		cat "$logs/tmp-leftovers"
+		echo "==> check FAILED in: ${failed[*]}${leaked[*]:+${failed[*]:+; }TMPDIR leftovers of ${leaked[*]}}"
 		exit 1
 	fi
 }
 
 for step in "${serial[@]}"; do
 	start=$(date +%s)
+	step_tmp "$step"
 	(
+		export TMPDIR=${tmp_of[$step]}
 		$MAKE --no-print-directory "$step"
 		rc=$?
 		times >"$logs/${step//\//_}.cpu"
@@ -103,6 +131,7 @@ for step in "${serial[@]}"; do
 	)
 	rc=$?
 	echo "$step $(($(date +%s) - start)) $(cpu_seconds "$logs/${step//\//_}.cpu") $((start - begin))" >>"$times"
+	judge_tmp "$step"
 	if [ $rc -ne 0 ]; then
 		failed+=("$step")
 		report
@@ -122,6 +151,7 @@ finish() {
 	echo "$step $(($(date +%s) - start_of[$step])) $(cpu_seconds "$logs/${step//\//_}.cpu") $((start_of[$step] - begin))" >>"$times"
 	echo "==> $step: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)") after $(($(date +%s) - start_of[$step]))s"
 	cat "$logs/${step//\//_}.log"
+	judge_tmp "$step"
 	[ $rc -eq 0 ] || failed+=("$step")
 }
 
@@ -131,7 +161,9 @@ for step in "${parallel[@]}"; do
 	[ ${#failed[@]} -eq 0 ] || break
 	echo "==> start $step"
 	start_of[$step]=$(date +%s)
+	step_tmp "$step"
 	(
+		export TMPDIR=${tmp_of[$step]}
 		$MAKE --no-print-directory "$step" >"$logs/${step//\//_}.log" 2>&1
 		rc=$?
 		times >"$logs/${step//\//_}.cpu"
@@ -141,10 +173,4 @@ for step in "${parallel[@]}"; do
 	running=$((running + 1))
 done
 while [ $running -gt 0 ]; do finish; done
-left=$(find "$tmp_root" -mindepth 1 -maxdepth 2 -printf '%P\n' | sort)
-if [ -n "$left" ]; then
-	echo "==> the steps left these in their TMPDIR $tmp_root (a test must remove what it makes; run one module's tests with TMPDIR set to an empty directory to find which):"
-	echo "$left" | head -n 40 | sed 's/^/    /'
-	failed+=("TMPDIR leftovers")
-fi
 report

@@ -75,10 +75,19 @@ func TestCheckStepsFailsOnWhatAStepLeaves(t *testing.T) {
 	if ok {
 		t.Fatal("check-steps.sh passed with a file left in its TMPDIR")
 	}
-	for _, want := range []string{"the steps left these in their TMPDIR", "    dranode-plugin-42\n", "    dranode-plugin-42/plugin7\n", "check FAILED in: TMPDIR leftovers"} {
-		if !strings.Contains(output, want) {
-			t.Errorf("output lacks %q", want)
+	// The list is the output's end, where CI's excerpt of it is.
+	at := strings.LastIndex(output, "==> leaky left these in its TMPDIR")
+	if at < 0 {
+		t.Fatal("the output does not name leaky as the step that left files")
+	}
+	tail := output[at:]
+	for _, want := range []string{"    dranode-plugin-42\n", "    dranode-plugin-42/plugin7\n", "==> check FAILED in: TMPDIR leftovers of leaky\n"} {
+		if !strings.Contains(tail, want) {
+			t.Errorf("the output's end lacks %q", want)
 		}
+	}
+	if strings.Contains(output, "tidy left") {
+		t.Error("the output blames tidy, which removed what it made")
 	}
 	stepTmpdir(t, out)
 	// A test may run a binary as another user from its TMPDIR (agent's
