@@ -482,14 +482,14 @@ func (p *Publisher) observe(obj any, deleted bool) {
 	cur := p.stored[slice.Name]
 	echo := p.writing[slice.Name] > 0
 	switch {
-	case deleted && echo:
-		if cur != nil && !rvNewer(cur.obj.ResourceVersion, slice.ResourceVersion) {
-			delete(p.stored, slice.Name)
-		}
 	case deleted:
-		// Without a local copy we deleted it ourselves; with a newer one we
-		// already wrote it again. Either way there is nothing to repair.
-		if cur != nil && !rvNewer(cur.obj.ResourceVersion, slice.ResourceVersion) {
+		// Judged by UID, not resourceVersion: the object a deletion names
+		// is gone for good, even when the event carries an older version
+		// than ours (a relist's DeletedFinalStateUnknown holds the last
+		// version the watch saw, not the one our write made). Without a
+		// local copy we deleted it ourselves; with another UID we already
+		// wrote it again. Either way there is nothing to repair.
+		if cur != nil && cur.obj.UID == slice.UID {
 			delete(p.stored, slice.Name)
 		} else {
 			echo = true
@@ -550,14 +550,7 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 		p.mu.Unlock()
 		return nil
 	}
-	dp := p.inventory[pool]
-	var stored []*storedSlice
-	for _, s := range p.stored {
-		if s.obj.Spec.Pool.Name == pool {
-			stored = append(stored, s)
-		}
-	}
-	plan := p.planner.plan(pool, dp, stored, p.accepted)
+	plan := p.planner.plan(pool, p.inventory[pool], p.storedIn(pool), p.accepted)
 	for _, obj := range plan.deletes {
 		p.writing[obj.Name]++
 	}
@@ -638,6 +631,17 @@ func (p *Publisher) syncPool(ctx context.Context, pool string) error {
 	return errors.Join(errs...)
 }
 
+// storedIn returns the stored slices of pool. Called with p.mu held.
+func (p *Publisher) storedIn(pool string) []*storedSlice {
+	var stored []*storedSlice
+	for _, s := range p.stored {
+		if s.obj.Spec.Pool.Name == pool {
+			stored = append(stored, s)
+		}
+	}
+	return stored
+}
+
 // sliceEvent is what matters of a watch event to tell an echo: a deletion
 // by UID, anything else by resourceVersion.
 type sliceEvent struct {
@@ -699,6 +703,10 @@ func (p *Publisher) stored1(w plannedWrite, got *resourceapi.ResourceSlice) {
 	var dropped *DroppedFieldsError
 	p.mu.Lock()
 	switch cur := p.stored[got.Name]; {
+	case p.deletedMeanwhile(got.Name, got.UID):
+		// Deleted by someone else before the answer came (the kubelet's
+		// start-up wipe): the object answered is gone, and recording it
+		// would make the sync that writeDone schedules see nothing to do.
 	case cur != nil && cur.obj.ResourceVersion == got.ResourceVersion:
 		// The watch delivered this version before the answer came: keep
 		// the informer's copy, with the canonical form computed here.
@@ -717,6 +725,17 @@ func (p *Publisher) stored1(w plannedWrite, got *resourceapi.ResourceSlice) {
 	if dropped != nil && p.opts.OnError != nil {
 		p.opts.OnError(dropped)
 	}
+}
+
+// deletedMeanwhile reports whether a deletion of the object with uid
+// arrived while a write to slice name was in flight. Called with p.mu held.
+func (p *Publisher) deletedMeanwhile(name string, uid types.UID) bool {
+	for _, ev := range p.deferred[name] {
+		if ev.deleted && ev.uid == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // refresh reads one slice after a conflict so that the retry starts from
