@@ -189,9 +189,25 @@ func TestUnhealthyAtStartTaintedInTheFirstPublish(t *testing.T) {
 	if want := []string{gpuDriver + "/unhealthy=NoSchedule"}; len(got) != 4 || !slices.Equal(got["gpu-1"], want) {
 		t.Fatalf("first slices' taints %v, want gpu-1 tainted %v", got, want)
 	}
-	time.Sleep(10 * 50 * time.Millisecond) // ten health polls
 	if n, _ := driverValue(t, reg, "dranode_dry_run_slice_files_written_total", gpuDriver); n != 1 {
 		t.Errorf("slice files written: %v, want 1 (the first publish, already tainted)", n)
+	}
+	// Nothing written since, shown by the next change rather than by a
+	// pause: gpu1 heals, and its publish is the second write, not a third.
+	if err := os.Remove(filepath.Join(devRoot, "gpu1.unhealthy")); err != nil {
+		t.Fatal(err)
+	}
+	for range 600 { // 30 s
+		if got = dryRunTaints(t, e.cfg.Slices.DryRunDir); len(got) == 4 && got["gpu-1"] == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got["gpu-1"] != nil {
+		t.Fatalf("slices' taints %v after gpu1 healed, want none", got)
+	}
+	if n, _ := driverValue(t, reg, "dranode_dry_run_slice_files_written_total", gpuDriver); n != 2 {
+		t.Errorf("slice files written: %v, want 2 (the first publish, already tainted; gpu1 healed)", n)
 	}
 }
 
