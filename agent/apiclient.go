@@ -59,6 +59,8 @@ type apiClient struct {
 	// askServerMinor learnt it; 0 while unknown.
 	minor     atomic.Int64
 	minorOnce sync.Once
+	// probeOnce runs Agent.probeServer's dry-run creates once per agent.
+	probeOnce sync.Once
 }
 
 // askServerMinor learns the API server's Kubernetes minor from /version

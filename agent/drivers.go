@@ -128,8 +128,12 @@ func (a *Agent) pluginConfigs() ([]pluginmgr.PluginConfig, error) {
 
 func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 	info := p.Info()
+	taint, err := inventory.HealthTaint(info.DriverName, resourceapi.DeviceTaintEffect(a.cfg.Slices.UnhealthyTaintEffect))
+	if err != nil {
+		return fmt.Errorf("driver %s: %w", info.DriverName, err)
+	}
 	if !a.standalone {
-		a.learnServer(ctx)
+		a.learnServer(ctx, info.DriverName, taint)
 	}
 	a.drivers.mu.Lock()
 	defer a.drivers.mu.Unlock()
@@ -137,10 +141,6 @@ func (a *Agent) addDriver(ctx context.Context, p *pluginmgr.Plugin) error {
 		return &config.Error{Key: "plugins.drivers", Reason: fmt.Sprintf("plugins %q and %q both serve driver %q", other.plugin.Name(), p.Name(), info.DriverName)}
 	}
 	d := &driver{name: info.DriverName, plugin: p, healthy: newHealthFeed(), health: info.Health, statelessPrepare: info.StatelessPrepare}
-	taint, err := inventory.HealthTaint(d.name, resourceapi.DeviceTaintEffect(a.cfg.Slices.UnhealthyTaintEffect))
-	if err != nil {
-		return fmt.Errorf("driver %s: %w", d.name, err)
-	}
 	d.taints.taint = taint
 	if !a.standalone {
 		pub, err := a.newPublisher(d)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	resourceapi "k8s.io/api/resource/v1"
+
 	"github.com/dranode/dranode/inventory"
 	"github.com/dranode/dranode/pluginmgr"
 	"github.com/dranode/dranode/sliceclient"
@@ -34,11 +36,14 @@ func (a *Agent) newPublisher(d *driver) (*sliceclient.Publisher, error) {
 
 // learnServer learns the API server's Kubernetes minor (once per agent),
 // against which every inventory is checked before it is written
-// (inventory.ValidateForKubernetes), and where the minor has device taints
-// off by default withdraws unhealthy devices instead, so that the first
-// write never publishes one untainted. Every path that starts a publisher
-// calls it first, without the drivers' lock.
-func (a *Agent) learnServer(ctx context.Context) {
+// (inventory.ValidateForKubernetes), and what it does not keep of a slice:
+// where the minor has device taints or shared counters off by default, or
+// a dry-run create shows them dropped (probeServer), unhealthy devices are
+// withdrawn instead of tainted and devices that share counters published
+// without them, so that the first write already fits the server. Every
+// path that starts a publisher calls it first, without the drivers' lock,
+// with the driver's name and health taint for the probe.
+func (a *Agent) learnServer(ctx context.Context, driver string, taint resourceapi.DeviceTaint) {
 	a.client.askServerMinor(ctx, a.log)
 	m := int(a.client.minor.Load())
 	if taintsOffByDefault(m) {
@@ -47,6 +52,7 @@ func (a *Agent) learnServer(ctx context.Context) {
 	if countersOffByDefault(m) {
 		a.withdrawCounterDevices(fmt.Sprintf("The API server is Kubernetes 1.%d, whose partitionable devices (shared counters) are alpha and off by default", m))
 	}
+	a.probeServer(ctx, driver, taint)
 }
 
 // countersOffByDefault reports whether the API server of Kubernetes
@@ -62,7 +68,7 @@ func (a *Agent) startPublisher(ctx context.Context, d *driver) error {
 	if a.standalone {
 		return nil
 	}
-	a.learnServer(ctx)
+	a.learnServer(ctx, d.name, d.taints.taint)
 	pub, err := a.newPublisher(d)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -66,22 +67,34 @@ func (e *AuditEvent) Node() string {
 }
 
 // Kind is "verb resource", e.g. "watch resourceslices"; a request that is
-// not for a resource (discovery, /version) is "verb path".
+// not for a resource (discovery, /version) is "verb path". A dry run's
+// verb is "dry-run-" and the verb (the agent's probe at its start is
+// "dry-run-create resourceslices").
 func (e *AuditEvent) Kind() string {
-	if e.ObjectRef != nil && e.ObjectRef.Resource != "" {
-		return e.Verb + " " + e.ObjectRef.Resource
-	}
 	path, _, _ := strings.Cut(e.RequestURI, "?")
-	return e.Verb + " " + path
+	verb := e.Verb
+	if e.dryRun() {
+		verb = "dry-run-" + verb
+	}
+	if e.ObjectRef != nil && e.ObjectRef.Resource != "" {
+		return verb + " " + e.ObjectRef.Resource
+	}
+	return verb + " " + path
 }
 
-// IsWrite says whether the request may change state.
+// IsWrite says whether the request may change state: a dry run stores
+// nothing.
 func (e *AuditEvent) IsWrite() bool {
 	switch e.Verb {
 	case "create", "update", "patch", "delete", "deletecollection":
-		return true
+		return !e.dryRun()
 	}
 	return false
+}
+
+func (e *AuditEvent) dryRun() bool {
+	u, err := url.ParseRequestURI(e.RequestURI)
+	return err == nil && u.Query().Has("dryRun")
 }
 
 // isRequest says whether the event is the one event counted for its

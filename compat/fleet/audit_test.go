@@ -72,3 +72,26 @@ func TestAuditCounting(t *testing.T) {
 		t.Error("NodeUser without the prefix")
 	}
 }
+
+// A dry run (the agent's probe of what the API server keeps of a slice)
+// is counted as a request of its own kind, never as a write.
+func TestDryRunIsNoWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	log := `{"auditID":"d1","stage":"ResponseComplete","verb":"create","requestURI":"/apis/resource.k8s.io/v1/resourceslices?dryRun=All","impersonatedUser":{"username":"fleet:a1"},"objectRef":{"resource":"resourceslices"},"responseStatus":{"code":201}}
+{"auditID":"c1","stage":"ResponseComplete","verb":"create","requestURI":"/apis/resource.k8s.io/v1/resourceslices","impersonatedUser":{"username":"fleet:a1"},"objectRef":{"resource":"resourceslices"},"responseStatus":{"code":201}}
+`
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	events, err := Audit{Path: path}.Events()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := PerNode(events, 0, 1<<62)["a1"]
+	if got := c.String(); got != "create resourceslices=1, dry-run-create resourceslices=1" {
+		t.Errorf("a1: %s", got)
+	}
+	if c.Writes() != 1 || events[0].IsWrite() {
+		t.Errorf("a1: %d writes, want 1 (the dry run is none)", c.Writes())
+	}
+}

@@ -20,11 +20,16 @@ import (
 // TestRollingUpgradeWhilePodsComeAndGo upgrades the agent the way the chart
 // ships it — a change of the DaemonSet's pod template, rolled out with
 // maxSurge: 1, maxUnavailable: 0, so the new pod starts beside the old one,
-// which is stopped once the new one is Ready — while 50 pods with claims are
-// started and deleted, at most 10 at a time. No Prepare or Unprepare may
+// which is stopped once the new one is Ready — while 30 pods with claims are
+// started and deleted, at most 10 at a time: the first 10 start before the
+// upgrade, and at least 10 after it (the rollout takes about 10 s, a pod's
+// round trip on this node much longer), so that the old agent's claims are
+// unprepared by the new one and the new one prepares claims of its own
+// while others come and go. No Prepare or Unprepare may
 // fail (the kubelet's events and log say so), and the ResourceSlices are
 // not written at all during the upgrade (the API server's audit log).
 func TestRollingUpgradeWhilePodsComeAndGo(t *testing.T) {
+	const churnPods = 30
 	c := startCluster(t, gpus(12))
 	c.applySample(claimTemplateSample)
 	old := c.agentPod()
@@ -34,7 +39,7 @@ func TestRollingUpgradeWhilePodsComeAndGo(t *testing.T) {
 	defer stopChurn()
 	started := make(chan struct{}, 64)
 	churnDone := make(chan error, 1)
-	go func() { churnDone <- churn(churnCtx, c.client, 50, 10, started) }()
+	go func() { churnDone <- churn(churnCtx, c.client, churnPods, 10, started) }()
 	for range 10 {
 		select {
 		case <-started:
@@ -73,8 +78,14 @@ func TestRollingUpgradeWhilePodsComeAndGo(t *testing.T) {
 		t.Errorf("%d ResourceSlice writes during the upgrade, want 0", writes)
 	}
 
+	startedDuring := len(started)
 	if err := <-churnDone; err != nil {
 		t.Fatalf("pods with claims during the upgrade: %v", err)
+	}
+	startedAfter := len(started) - startedDuring
+	t.Logf("pods started: 10 before the upgrade, %d during it, %d after", startedDuring, startedAfter)
+	if startedAfter < 10 {
+		t.Errorf("only %d of the %d pods started after the upgrade, want at least 10: the churn no longer shows the new agent at work", startedAfter, churnPods)
 	}
 	c.waitNoSpecs("every claim unprepared")
 	c.waitRecorded(0)
@@ -149,7 +160,7 @@ func (c *cluster) sliceWrites() int {
 	}
 	n := 0
 	for _, e := range events {
-		if e.ObjectRef == nil || e.ObjectRef.Resource != "resourceslices" || e.Stage != "ResponseComplete" {
+		if e.ObjectRef == nil || e.ObjectRef.Resource != "resourceslices" || e.Stage != "ResponseComplete" || e.DryRun() {
 			continue
 		}
 		switch e.Verb {

@@ -195,14 +195,14 @@ func TestDeviceTaintsNeedTheSchedulerGate(t *testing.T) {
 
 // Where the API server keeps no device taints (DRADeviceTaints off: the
 // default of Kubernetes 1.34 and 1.35, here the 1.37 server and scheduler
-// with the gate off, which 1.37 still allows), the agent learns it from
-// the first slice stored without the taint it sent, says so once (log,
-// dranode_device_taints_unused) and leaves the unhealthy GPU out of the
-// slice instead: the scheduler gives a new claim only the healthy one, a
-// second claim waits, and when the GPU recovers it is published again and
-// the waiting claim gets it. The audit log shows the writes: the tainted
-// update (stored without the taint), the withdrawal, the return, and
-// nothing while health stays as it is: no write loop.
+// with the gate off, which 1.37 still allows), the agent learns it before
+// its first write, from a dry-run create of a tainted device, says so once
+// (log, dranode_device_taints_unused) and leaves an unhealthy GPU out of
+// the slice instead of tainting it: the scheduler gives a new claim only
+// the healthy one, a second claim waits, and when the GPU recovers it is
+// published again and the waiting claim gets it. The audit log shows the
+// writes: the first publish, the withdrawal, the return, and nothing else
+// (no tainted update the server would store untainted, no write loop).
 func TestUnhealthyDeviceWithdrawnWithoutTaints(t *testing.T) {
 	gates := []string{"--feature-gates=DRADeviceTaints=false,DRADeviceTaintRules=false"}
 	env := &envtest.Environment{Scheduler: true, Audit: true, APIServerFlags: gates, SchedulerFlags: gates}
@@ -214,8 +214,8 @@ func TestUnhealthyDeviceWithdrawnWithoutTaints(t *testing.T) {
 		waitSliceTaints(t, ctx, client, what, want)
 	}
 	waitDevices("first publish", map[string]string{"gpu-0": "", "gpu-1": ""})
-	if n := gauge(t, reg, "dranode_device_taints_unused"); n != 0 {
-		t.Errorf("dranode_device_taints_unused = %v before any taint was sent, want 0", n)
+	if n := gauge(t, reg, "dranode_device_taints_unused"); n != 1 {
+		t.Errorf("dranode_device_taints_unused = %v after the first publish, want 1 (the dry-run probe found the taints dropped)", n)
 	}
 
 	marker := filepath.Join(devRoot, "gpu0.unhealthy")
@@ -232,8 +232,8 @@ func TestUnhealthyDeviceWithdrawnWithoutTaints(t *testing.T) {
 	// Nothing more until the next change: the whole test's count at its
 	// end is exact, with the scheduling of two claims in between.
 	before := sliceWrites(t, env)
-	if want := map[string]int{"create": 1, "update": 2}; fmt.Sprint(before) != fmt.Sprint(want) {
-		t.Errorf("slice writes up to the withdrawal: %v, want %v (create; the tainted update, stored without the taint; the withdrawal)", before, want)
+	if want := map[string]int{"create": 1, "update": 1}; fmt.Sprint(before) != fmt.Sprint(want) {
+		t.Errorf("slice writes up to the withdrawal: %v, want %v (create; the withdrawal)", before, want)
 	}
 
 	createPodWithClaim(t, ctx, client, "first")
@@ -253,8 +253,44 @@ func TestUnhealthyDeviceWithdrawnWithoutTaints(t *testing.T) {
 	if n := driverGauge(t, reg, "dranode_devices_withdrawn", gpuDriver); n != 0 {
 		t.Errorf("dranode_devices_withdrawn = %v, want 0", n)
 	}
+	if total := sliceWrites(t, env); fmt.Sprint(total) != fmt.Sprint(map[string]int{"create": 1, "update": 2}) {
+		t.Errorf("slice writes over the whole test: %v, want one create and two updates", total)
+	}
+}
+
+// The first real write still tells when the server changes under a running
+// agent: here the API server is restarted with device taints turned off
+// (a control plane reconfigured, or rolled back) after the agent's probe
+// found them kept. The GPU that then turns unhealthy is sent tainted, the
+// server stores it untainted, and the agent withdraws it, says so once,
+// and puts it back when healthy. The writes: the first publish, the
+// tainted update stored untainted, the withdrawal, the return.
+func TestTaintsDroppedAfterAPIServerRestart(t *testing.T) {
+	env := &envtest.Environment{Audit: true}
+	restCfg, client, ctx, cfg, devRoot := twoGPUs(t, env)
+	reg := prometheus.NewRegistry()
+	start(t, cfg, agent.Options{RESTConfig: restCfg, Registry: reg})
+	waitSliceTaints(t, ctx, client, "first publish", map[string]string{"gpu-0": "", "gpu-1": ""})
+	if n := gauge(t, reg, "dranode_device_taints_unused"); n != 0 {
+		t.Errorf("dranode_device_taints_unused = %v with the server's default gates, want 0", n)
+	}
+
+	if err := env.RestartAPIServer("--feature-gates=DRADeviceTaints=false,DRADeviceTaintRules=false"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(devRoot, "gpu0.unhealthy"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitSliceTaints(t, ctx, client, "gpu0 unhealthy", map[string]string{"gpu-1": ""})
+	if n := gauge(t, reg, "dranode_device_taints_unused"); n != 1 {
+		t.Errorf("dranode_device_taints_unused = %v after a slice was stored without its taint, want 1", n)
+	}
+	if err := os.Remove(filepath.Join(devRoot, "gpu0.unhealthy")); err != nil {
+		t.Fatal(err)
+	}
+	waitSliceTaints(t, ctx, client, "gpu0 healthy again", map[string]string{"gpu-0": "", "gpu-1": ""})
 	if total := sliceWrites(t, env); fmt.Sprint(total) != fmt.Sprint(map[string]int{"create": 1, "update": 3}) {
-		t.Errorf("slice writes over the whole test: %v, want one create and three updates", total)
+		t.Errorf("slice writes over the whole test: %v, want one create and three updates (the tainted one stored untainted, the withdrawal, the return)", total)
 	}
 }
 
@@ -339,7 +375,7 @@ func sliceWrites(t *testing.T, env *envtest.Environment) map[string]int {
 	}
 	out := map[string]int{}
 	for _, ev := range events {
-		if ev.Stage == "ResponseComplete" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "resourceslices" {
+		if ev.Stage == "ResponseComplete" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "resourceslices" && !ev.DryRun() {
 			out[ev.Verb]++
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 )
 
@@ -32,6 +33,14 @@ type AuditEvent struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+}
+
+// DryRun reports whether the request was a dry run (dryRun=All): the
+// server admitted, defaulted and validated it and stored nothing, so it is
+// no write, although its verb says create or update.
+func (e AuditEvent) DryRun() bool {
+	u, err := url.ParseRequestURI(e.RequestURI)
+	return err == nil && u.Query().Has("dryRun")
 }
 
 // AuditEvents reads the audit log written so far. With the default policy

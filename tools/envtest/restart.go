@@ -15,11 +15,14 @@ var ErrNotRunning = errors.New("envtest: environment not running")
 // RestartAPIServer stops kube-apiserver (SIGTERM, SIGKILL after StopGrace)
 // and starts it again with the same command line — same port, certificates,
 // etcd and audit log, which it appends to — then waits until it is ready.
+// extraFlags are appended to that command line for this start and the
+// ones after it: a control plane whose configuration changes, such as a
+// feature gate turned off (a later --feature-gates adds to earlier ones).
 // Clients keep their configuration; what a restart costs them (broken
 // watches, relists, reconnects) is what a test of the restart observes.
 // etcd and the other components keep running, as they would on a control
 // plane whose apiserver alone is upgraded.
-func (e *Environment) RestartAPIServer() error {
+func (e *Environment) RestartAPIServer(extraFlags ...string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.started || e.stopped || e.config == nil {
@@ -42,7 +45,8 @@ func (e *Environment) RestartAPIServer() error {
 	if err := old.Stop(grace); err != nil {
 		return err
 	}
-	p, err := startProcess(APIServerBinary, old.binary, old.args, e.dir, e.Stdout, e.Stderr, &e.outMu)
+	args := append(append([]string{}, old.args...), extraFlags...)
+	p, err := startProcess(APIServerBinary, old.binary, args, e.dir, e.Stdout, e.Stderr, &e.outMu)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,11 @@
 package envtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,6 +58,35 @@ func TestRestartAPIServerKeepsStateAndClients(t *testing.T) {
 	if !seen["before"] || !seen["after"] {
 		t.Fatalf("audit log has the creates of %v, want before and after", seen)
 	}
+
+	// Extra flags stay for the restarts after; a dry run is logged as one.
+	if err := env.RestartAPIServer("--feature-gates=DRADeviceTaints=false,DRADeviceTaintRules=false"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.RestartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", env.PIDs()[APIServerBinary]))
+	if err != nil || !bytes.Contains(cmdline, []byte("\x00--feature-gates=DRADeviceTaints=false,DRADeviceTaintRules=false")) {
+		t.Errorf("kube-apiserver's command line after two restarts, the first with an extra flag: %q (%v)", cmdline, err)
+	}
+	ns.Name = "dry"
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatal(err)
+	}
+	if events, err = env.AuditEvents(); err != nil {
+		t.Fatal(err)
+	}
+	dry := map[string]bool{}
+	for _, ev := range events {
+		if ev.Verb == "create" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "namespaces" && ev.Stage == "ResponseComplete" {
+			dry[ev.ObjectRef.Name] = ev.DryRun()
+		}
+	}
+	if _, logged := dry["dry"]; !logged || !dry["dry"] || dry["before"] || dry["after"] {
+		t.Errorf("namespace creates by DryRun(): %v, want dry true, before and after false", dry)
+	}
+
 	if err := env.Stop(); err != nil {
 		t.Fatal(err)
 	}

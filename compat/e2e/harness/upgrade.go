@@ -42,7 +42,7 @@ func SliceWrites(events []envtest.AuditEvent, node string) (int, []string) {
 	var n int
 	var what []string
 	for _, ev := range events {
-		if ev.Stage != "ResponseComplete" || ev.ObjectRef == nil || ev.ObjectRef.Resource != "resourceslices" {
+		if ev.Stage != "ResponseComplete" || ev.ObjectRef == nil || ev.ObjectRef.Resource != "resourceslices" || ev.DryRun() {
 			continue
 		}
 		switch ev.Verb {
