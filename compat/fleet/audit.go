@@ -6,11 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/dranode/dranode/tools/envtest"
 )
 
 // AuditPolicy records every request, reads and watches included, at the
@@ -92,10 +93,7 @@ func (e *AuditEvent) IsWrite() bool {
 	return false
 }
 
-func (e *AuditEvent) dryRun() bool {
-	u, err := url.ParseRequestURI(e.RequestURI)
-	return err == nil && u.Query().Has("dryRun")
-}
+func (e *AuditEvent) dryRun() bool { return envtest.DryRunRequest(e.RequestURI) }
 
 // isRequest says whether the event is the one event counted for its
 // request: a watch when it was established (or when it failed before it

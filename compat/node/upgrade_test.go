@@ -160,11 +160,7 @@ func (c *cluster) sliceWrites() int {
 	}
 	n := 0
 	for _, e := range events {
-		if e.ObjectRef == nil || e.ObjectRef.Resource != "resourceslices" || e.Stage != "ResponseComplete" || e.DryRun() {
-			continue
-		}
-		switch e.Verb {
-		case "create", "update", "patch", "delete", "deletecollection":
+		if e.ObjectRef != nil && e.ObjectRef.Resource == "resourceslices" && e.Write() {
 			n++
 		}
 	}

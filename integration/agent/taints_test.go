@@ -375,7 +375,7 @@ func sliceWrites(t *testing.T, env *envtest.Environment) map[string]int {
 	}
 	out := map[string]int{}
 	for _, ev := range events {
-		if ev.Stage == "ResponseComplete" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "resourceslices" && !ev.DryRun() {
+		if ev.ObjectRef != nil && ev.ObjectRef.Resource == "resourceslices" && ev.Write() {
 			out[ev.Verb]++
 		}
 	}

@@ -38,8 +38,23 @@ type AuditEvent struct {
 // DryRun reports whether the request was a dry run (dryRun=All): the
 // server admitted, defaulted and validated it and stored nothing, so it is
 // no write, although its verb says create or update.
-func (e AuditEvent) DryRun() bool {
-	u, err := url.ParseRequestURI(e.RequestURI)
+func (e AuditEvent) DryRun() bool { return DryRunRequest(e.RequestURI) }
+
+// Write reports whether the event is a completed request that changed
+// what the server stores: a write verb at stage ResponseComplete, not a
+// dry run.
+func (e AuditEvent) Write() bool {
+	switch e.Verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return e.Stage == "ResponseComplete" && !e.DryRun()
+	}
+	return false
+}
+
+// DryRunRequest reports whether an audit event's requestURI asked for a
+// dry run, for audit readers with event types of their own.
+func DryRunRequest(requestURI string) bool {
+	u, err := url.ParseRequestURI(requestURI)
 	return err == nil && u.Query().Has("dryRun")
 }
 

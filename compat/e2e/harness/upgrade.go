@@ -42,12 +42,7 @@ func SliceWrites(events []envtest.AuditEvent, node string) (int, []string) {
 	var n int
 	var what []string
 	for _, ev := range events {
-		if ev.Stage != "ResponseComplete" || ev.ObjectRef == nil || ev.ObjectRef.Resource != "resourceslices" || ev.DryRun() {
-			continue
-		}
-		switch ev.Verb {
-		case "create", "update", "patch", "delete", "deletecollection":
-		default:
+		if ev.ObjectRef == nil || ev.ObjectRef.Resource != "resourceslices" || !ev.Write() {
 			continue
 		}
 		if !strings.Contains(ev.UserAgent, node) && !strings.Contains(ev.RequestURI, node) && !strings.Contains(ev.ObjectRef.Name, node) {
